@@ -1,0 +1,5 @@
+import sys
+
+from corl_vl.cli import main
+
+sys.exit(main())

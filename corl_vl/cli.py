@@ -1,0 +1,45 @@
+"""The ``corl-vl`` command line.
+
+Subcommands live in :mod:`corl_vl.commands` (one module each) and are discovered at start-up. Heavy imports
+(torch, transformers) happen inside each command's function, so ``corl-vl --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from corl_vl import __version__, commands
+from corl_vl.errors import CorlError
+from corl_vl.paths import configure_cache_env
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="corl-vl",
+        description="Co-RL: label-free GRPO for cohorts of vision-language and language models.",
+    )
+    parser.add_argument("--version", action="version", version=f"corl-vl {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    configure_cache_env()
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except CorlError as err:
+        print(f"corl-vl {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

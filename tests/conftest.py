@@ -1,0 +1,37 @@
+"""Shared test set-up.
+
+Caches go to the project cache folder (tiny checkpoints are built once and reused across runs and CI jobs);
+threads are pinned to 1 for stable timings on the 2-core CI machine.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from corl_vl.paths import configure_cache_env  # noqa: E402
+
+configure_cache_env()
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint():
+    """Factory: ``tiny_checkpoint("tiny-qwen2.5-vl")`` → path of the cached tiny checkpoint (built on first use)."""
+    from model_adapters.tiny import ensure_tiny
+
+    return ensure_tiny
