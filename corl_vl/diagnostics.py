@@ -1,0 +1,239 @@
+"""Error decoupling between models: does a candidate partner fail on *different* problems?
+
+Co-RL only corrects an agent where its peer is right while it is wrong, so a good partner has decoupled errors.
+The paper's Appendix A measures this on pretrained checkpoints (500 MATH problems, one zero-shot sample at T=0.8)
+with Cohen's κ between the two models' per-problem correctness and a complementarity ``c``; different-family
+pairs had κ ≤ 0.42 and c ≥ 29.4, same-family and seed-only pairs κ ≥ 0.51 and c ≤ 24.6, and no pair fell between.
+
+Definitions (docs/theory.md gives the reasoning), with a 2×2 table of n problems — n11 both right, n10 only A
+right, n01 only B right, n00 both wrong:
+
+* κ = (p_o − p_e) / (1 − p_e), p_o = (n11 + n00)/n, p_e = a·b + (1−a)(1−b) with accuracies a, b; undefined
+  (None) when p_e = 1 (both models constant and identical).
+* error overlap = n00 / (n00 + n10 + n01), the Jaccard overlap of the two error sets; also P(B wrong | A wrong).
+* complementarity c = 100 · (n10 + n01)/n: the % of problems where exactly one model is right, i.e. where one
+  can supervise the other towards the correct answer. The paper does not print its formula; this one reproduces
+  its numbers (c ≈ 2a(1−a)(1−κ)·100 gives 29 at κ = 0.42 and 24.5 at κ = 0.51 for a ≈ ½).
+* recommendation: by κ against the paper's two observed ranges (κ is chance-corrected, so it transfers across
+  accuracy levels; c shrinks as both accuracies approach 0 or 1, so its thresholds only hold near the paper's).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from corl_vl.errors import CorlError
+
+#: Largest κ the paper observed for a different-family pair (App. A).
+KAPPA_DECOUPLED_MAX = 0.42
+#: Smallest κ the paper observed for a same-family or seed-only pair (App. A).
+KAPPA_CORRELATED_MIN = 0.51
+#: Smallest complementarity (%) of a different-family pair, largest of a same-family pair (App. A).
+COMPLEMENTARITY_DECOUPLED_MIN = 29.4
+COMPLEMENTARITY_CORRELATED_MAX = 24.6
+
+
+@dataclass(frozen=True)
+class PairStats:
+    """Error-decoupling statistics of models A and B on the same n problems."""
+
+    n: int
+    accuracy_a: float
+    accuracy_b: float
+    kappa: float | None
+    kappa_se: float | None  # Cohen's (1960) large-sample standard error, to judge whether n suffices
+    error_overlap: float | None
+    p_b_wrong_given_a_wrong: float | None
+    p_a_wrong_given_b_wrong: float | None
+    complementarity: float
+    recommendation: str
+
+
+def table(a: Sequence[bool], b: Sequence[bool]) -> tuple[int, int, int, int]:
+    """(n11, n10, n01, n00): both right, only A right, only B right, both wrong."""
+    if len(a) != len(b):
+        raise CorlError(f"diagnose: correctness vectors differ in length ({len(a)} vs {len(b)})")
+    n11 = sum(1 for x, y in zip(a, b) if x and y)
+    n10 = sum(1 for x, y in zip(a, b) if x and not y)
+    n01 = sum(1 for x, y in zip(a, b) if y and not x)
+    return n11, n10, n01, len(a) - n11 - n10 - n01
+
+
+def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
+    """Cohen's κ between two binary correctness vectors; None when chance agreement is 1 (κ is 0/0)."""
+    n11, n10, n01, n00 = table(a, b)
+    n = n11 + n10 + n01 + n00
+    if n == 0:
+        raise CorlError("diagnose: no problems to compare")
+    acc_a, acc_b = (n11 + n10) / n, (n11 + n01) / n
+    p_o = (n11 + n00) / n
+    p_e = acc_a * acc_b + (1 - acc_a) * (1 - acc_b)
+    return None if p_e >= 1.0 else (p_o - p_e) / (1 - p_e)
+
+
+def recommend(kappa: float | None) -> str:
+    """One line placing κ against the paper's different-family (≤ 0.42) and same-family (≥ 0.51) ranges."""
+    if kappa is None:
+        return "undefined: both models are always right or always wrong here, so κ cannot judge them"
+    kappa = round(kappa, 9)  # a table that gives exactly 0.42 must not fall to the other side by rounding
+    if kappa <= KAPPA_DECOUPLED_MAX:
+        return (
+            f"good partner: errors decoupled (κ ≤ {KAPPA_DECOUPLED_MAX}, the paper's different-family range)"
+        )
+    if kappa >= KAPPA_CORRELATED_MIN:
+        return (
+            f"correlated errors: prefer a different family (κ ≥ {KAPPA_CORRELATED_MIN}, "
+            "the paper's same-family range)"
+        )
+    return (
+        f"borderline: κ lies between the paper's different-family (≤ {KAPPA_DECOUPLED_MAX}) "
+        f"and same-family (≥ {KAPPA_CORRELATED_MIN}) ranges"
+    )
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return num / den if den else None
+
+
+def pair_stats(a: Sequence[bool], b: Sequence[bool]) -> PairStats:
+    """All statistics for one pair of aligned correctness vectors (same problems, same order)."""
+    n11, n10, n01, n00 = table(a, b)
+    n = n11 + n10 + n01 + n00
+    kappa = cohen_kappa(a, b)
+    acc_a, acc_b = (n11 + n10) / n, (n11 + n01) / n
+    p_o = (n11 + n00) / n
+    p_e = acc_a * acc_b + (1 - acc_a) * (1 - acc_b)
+    se = None if kappa is None else math.sqrt(p_o * (1 - p_o) / n) / (1 - p_e)
+    return PairStats(
+        n=n,
+        accuracy_a=acc_a,
+        accuracy_b=acc_b,
+        kappa=kappa,
+        kappa_se=se,
+        error_overlap=_ratio(n00, n00 + n10 + n01),
+        p_b_wrong_given_a_wrong=_ratio(n00, n00 + n01),
+        p_a_wrong_given_b_wrong=_ratio(n00, n00 + n10),
+        complementarity=100.0 * (n10 + n01) / n,
+        recommendation=recommend(kappa),
+    )
+
+
+def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise CorlError(f"{path}: cannot read ({err.strerror or err})") from None
+    rows = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise CorlError(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
+        if not isinstance(row, dict):
+            raise CorlError(f"{path}:{lineno}: expected a JSON object")
+        if "id" not in row or not isinstance(row["id"], (str, int)) or isinstance(row["id"], bool):
+            raise CorlError(f"{path}:{lineno}: field 'id' missing or not a string/integer")
+        rows.append((lineno, row))
+    if not rows:
+        raise CorlError(f"{path}: no rows")
+    return rows
+
+
+def load_gold(path: str | Path) -> dict[str, dict]:
+    """Gold rows keyed by id (``answer`` and optional ``choices``)."""
+    path = Path(path)
+    gold: dict[str, dict] = {}
+    for lineno, row in _read_jsonl(path):
+        key = str(row["id"])
+        if key in gold:
+            raise CorlError(f"{path}:{lineno}: duplicate id {key!r}")
+        if "answer" not in row:
+            raise CorlError(f"{path}:{lineno}: field 'answer' missing")
+        gold[key] = row
+    return gold
+
+
+def _grade(path: Path, lineno: int, row: dict, gold: Mapping[str, dict] | None) -> bool:
+    """Correctness of one row: its ``correct`` field, else its response/extracted answer graded against gold."""
+    if "correct" in row:
+        value = row["correct"]
+        if isinstance(value, bool) or value in (0, 1):
+            return bool(value)
+        raise CorlError(f"{path}:{lineno}: field 'correct' must be true/false, got {value!r}")
+    key = str(row["id"])
+    ref = row if "answer" in row else (gold or {}).get(key)
+    if ref is None:
+        where = "no 'answer' field and no --gold file" if gold is None else f"id {key!r} not in the gold file"
+        raise CorlError(f"{path}:{lineno}: cannot grade: {where}")
+    choices = row.get("choices", ref.get("choices"))
+    try:
+        from corl_vl.answers import equivalent, grade
+    except ImportError as err:
+        raise CorlError(
+            f"{path}:{lineno}: grading needs corl_vl.answers ({err}); give a 'correct' field"
+        ) from None
+    if "extracted" in row:
+        return bool(equivalent(str(ref["answer"]), str(row["extracted"]), choices))
+    if "response" in row:
+        return bool(grade(str(row["response"]), str(ref["answer"]), choices=choices))
+    raise CorlError(f"{path}:{lineno}: needs a 'correct', 'response' or 'extracted' field")
+
+
+def load_correctness(path: str | Path, gold: Mapping[str, dict] | None = None) -> dict[str, bool]:
+    """Per-problem correctness of one model's answers file, keyed by id."""
+    path = Path(path)
+    out: dict[str, bool] = {}
+    for lineno, row in _read_jsonl(path):
+        key = str(row["id"])
+        if key in out:
+            raise CorlError(f"{path}:{lineno}: duplicate id {key!r}")
+        out[key] = _grade(path, lineno, row, gold)
+    return out
+
+
+def _names(paths: Sequence[Path]) -> list[str]:
+    stems = [p.stem for p in paths]
+    return stems if len(set(stems)) == len(stems) else [str(p) for p in paths]
+
+
+def diagnose(answer_paths: Sequence[str | Path], gold_path: str | Path | None = None) -> dict:
+    """Pairwise error-decoupling report for ≥ 2 answers files, rows matched by id.
+
+    Two files give a flat dict (kappa, error_overlap, complementarity, accuracies, n, recommendation, …); more
+    give ``pairs``, one such dict per pair, for the pairwise matrix.
+    """
+    paths = [Path(p) for p in answer_paths]
+    if len(paths) < 2:
+        raise CorlError("diagnose: give at least two --answers files")
+    gold = load_gold(gold_path) if gold_path is not None else None
+    results = [load_correctness(p, gold) for p in paths]
+    first = results[0]
+    for path, res in zip(paths[1:], results[1:]):
+        for missing_in, other, ids in (
+            (path, paths[0], first.keys() - res.keys()),
+            (paths[0], path, res.keys() - first.keys()),
+        ):
+            if ids:
+                example = sorted(ids)[0]
+                raise CorlError(
+                    f"{missing_in}: id {example!r} (from {other}) is missing; {len(ids)} such ids in all"
+                )
+    ids = sorted(first)
+    vectors = [[res[i] for i in ids] for res in results]
+    names = _names(paths)
+    accuracies = {name: sum(vec) / len(vec) for name, vec in zip(names, vectors)}
+    pairs = []
+    for i in range(len(paths)):
+        for j in range(i + 1, len(paths)):
+            stats = asdict(pair_stats(vectors[i], vectors[j]))
+            pairs.append({"a": names[i], "b": names[j], **stats})
+    report = {"models": names, "n": len(ids), "accuracies": accuracies}
+    if len(paths) == 2:
+        return {**report, **{k: v for k, v in pairs[0].items() if k not in ("a", "b", "n")}}
+    return {**report, "pairs": pairs}
