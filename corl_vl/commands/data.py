@@ -1,0 +1,70 @@
+"""``corl-vl data``: make and prepare training data (``data synth`` writes synthetic visual math).
+
+Each action is a sub-subcommand registered by its own ``_register_<action>`` function below, so adding one
+(e.g. ``data rephrase``) touches only this file's ``register`` list and a new function.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from corl_vl.errors import CorlError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "data",
+        help="make and prepare datasets (synthetic visual math, ...)",
+        description="Make and prepare datasets of problems for training and evaluation.",
+    )
+    actions = parser.add_subparsers(dest="data_command", metavar="ACTION")
+    actions.required = True
+    _register_synth(actions)
+    # Further actions register here, one `_register_<action>(actions)` function each.
+
+
+# --- data synth -----------------------------------------------------------------------------------------
+
+
+def _register_synth(actions: argparse._SubParsersAction) -> None:
+    parser = actions.add_parser(
+        "synth",
+        help="write a synthetic visual-math dataset (train/test splits, image and text renderings)",
+        description=(
+            "Draw visual math problems with known answers (counting shapes, adding printed numbers, comparing "
+            "bars, reading charts, polygon sides) and save them as a Hugging Face DatasetDict folder with "
+            "splits train and test. Deterministic by --seed; the splits never share a problem."
+        ),
+    )
+    parser.add_argument("--out", required=True, type=Path, help="output folder (written atomically)")
+    parser.add_argument("--n", required=True, type=int, help="number of train problems")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--test-n", type=int, help="number of test problems (default N // 4)")
+    parser.add_argument("--skills", help="comma-separated skills (default: all)")
+    parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    parser.set_defaults(func=run_synth)
+
+
+def run_synth(args: argparse.Namespace) -> int:
+    from corl_vl.data.synth import SKILLS, generate_problems, skill_summary, write_dataset
+
+    test_n = args.n // 4 if args.test_n is None else args.test_n
+    if args.n < 0 or test_n < 0:
+        raise CorlError(f"--n and --test-n must be >= 0 (got {args.n} and {test_n})")
+    skills = None
+    if args.skills is not None:
+        skills = [name.strip() for name in args.skills.split(",") if name.strip()]
+        unknown = [name for name in skills if name not in SKILLS]
+        if unknown or not skills:
+            raise CorlError(f"--skills: unknown {unknown or '(empty)'}; available: {', '.join(SKILLS)}")
+    if args.out.exists() and not args.overwrite:
+        raise CorlError(f"{args.out} already exists (use --overwrite to replace it)")
+    splits = {
+        "train": generate_problems(args.n, seed=args.seed, split="train", skills=skills),
+        "test": generate_problems(test_n, seed=args.seed, split="test", skills=skills),
+    }
+    out = write_dataset(splits, args.out, overwrite=args.overwrite)
+    print(skill_summary(splits))
+    print(f"wrote {out} (load with corl_vl.data.load_problems or datasets.load_from_disk)")
+    return 0

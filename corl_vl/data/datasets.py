@@ -1,0 +1,294 @@
+"""Loading problems from the formats people keep them in: ``save_to_disk`` folders, parquet, JSON, JSONL.
+
+Training, evaluation and paired views all need the same thing — a list of :class:`Problem` with stable ids —
+from files whose column names differ. :class:`FieldMap` says which columns to use; everything else in a row
+is carried through in ``Problem.meta``. Problems are keyed by id everywhere in Co-RL, so an id column is
+required (``FieldMap(id=None)`` asks for row-index ids explicitly) and duplicate ids are an error.
+
+Images stay lazy: paths stay paths (resolved against ``image_root``, else the source's folder) and embedded
+bytes become unloaded PIL images, so a large dataset does not hold decoded pixels. They are checked at load
+time (existence plus PIL's cheap ``verify``), so a broken file stops the run before training, with one line
+naming the file, row and field.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from corl_vl.data.images import lazy_image, verify_image
+from corl_vl.data.problem import ImageLike, Problem
+from corl_vl.errors import CorlError
+
+Columns = str | tuple[str, ...] | None
+
+__all__ = ["FieldMap", "load_problems"]
+
+
+@dataclass(frozen=True)
+class FieldMap:
+    """Which source column feeds each :class:`Problem` field.
+
+    A string names one column, which must exist. A tuple lists candidates; the first present is used and,
+    except for ``question``, none present is fine (Co-RL is label-free, so ``answer`` is optional). ``None``
+    ignores the field. ``id=None`` numbers rows ``"0", "1", ...`` in source order (before ``limit``).
+    ``text_question`` is the text-only rendering used when loading with ``text_only=True``.
+    """
+
+    id: str | None = "id"
+    question: str | tuple[str, ...] = ("question", "problem", "prompt")
+    answer: Columns = ("answer",)
+    images: Columns = ("images", "image")
+    choices: Columns = ("choices", "options")
+    text_question: Columns = ("text_question",)
+
+
+@dataclass
+class _Source:
+    label: str  # how errors name the source (its path, plus the split)
+    base: Path  # where relative image paths are resolved when no image_root is given
+    columns: list[str]
+    rows: list[dict[str, Any]]
+
+
+def _pick(columns: list[str], spec: Columns, field: str, label: str, *, required: bool = False) -> str | None:
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        if spec not in columns:
+            raise CorlError(f"{label}: no column {spec!r} for {field} (columns: {', '.join(columns)})")
+        return spec
+    found = next((c for c in spec if c in columns), None)
+    if found is None and required:
+        raise CorlError(
+            f"{label}: no {field} column (tried {', '.join(spec)}; columns: {', '.join(columns)})"
+        )
+    return found
+
+
+def _decode_json_columns(table: Any) -> list[dict[str, Any]]:
+    """Rows of a pyarrow table; columns of Arrow's JSON extension type (HF ``Json`` feature) are parsed."""
+    rows = table.to_pylist()
+    json_columns = [f.name for f in table.schema if getattr(f.type, "extension_name", None) == "arrow.json"]
+    for row in rows:
+        for name in json_columns:
+            if isinstance(row[name], str):
+                row[name] = json.loads(row[name])
+    return rows
+
+
+def _read_disk_dataset(path: Path, split: str | None, limit: int | None) -> _Source:
+    from datasets import DatasetDict, load_from_disk
+
+    try:
+        loaded = load_from_disk(str(path))
+    except Exception as err:  # datasets raises several types for a broken folder
+        raise CorlError(f"{path}: cannot read saved dataset ({type(err).__name__}: {err})") from None
+    label = str(path)
+    if isinstance(loaded, DatasetDict):
+        if split is None:
+            if len(loaded) != 1:
+                raise CorlError(f"{path}: has splits {', '.join(loaded)}; choose one with split=")
+            split = next(iter(loaded))
+        if split not in loaded:
+            raise CorlError(f"{path}: no split {split!r} (splits: {', '.join(loaded)})")
+        loaded, label = loaded[split], f"{path} [{split}]"
+    elif split is not None:
+        raise CorlError(f"{path}: is a single dataset without splits, but split={split!r} was given")
+    stop = len(loaded) if limit is None else min(limit, len(loaded))
+    table = loaded.with_format("arrow")[:stop]  # raw Arrow: images stay encoded, nothing is decoded
+    return _Source(label, path, list(loaded.column_names), _decode_json_columns(table))
+
+
+def _read_parquet(path: Path, limit: int | None) -> _Source:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as err:  # pyarrow raises ArrowInvalid / OSError for corrupt files
+        raise CorlError(f"{path}: cannot read parquet ({err})") from None
+    if limit is not None:
+        table = table.slice(0, limit)
+    return _Source(str(path), path.parent, list(table.column_names), _decode_json_columns(table))
+
+
+def _read_json(path: Path, id_column: str | None, limit: int | None) -> _Source:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise CorlError(f"{path}: not UTF-8 text ({err.reason})") from None
+    try:
+        if path.suffix == ".jsonl":
+            rows, where = [], ""
+            for number, line in enumerate(text.splitlines(), start=1):
+                where = f" line {number}"
+                if line.strip():
+                    rows.append(json.loads(line))
+        else:
+            rows, where = json.loads(text), ""
+    except json.JSONDecodeError as err:
+        raise CorlError(f"{path}{where}: invalid JSON ({err.msg} at column {err.colno})") from None
+    if isinstance(rows, dict):  # {id: row}: the key is the id
+        key_column = id_column or "id"
+        keyed = []
+        for key, row in rows.items():
+            if not isinstance(row, dict):
+                raise CorlError(f"{path}: entry {key!r} is not an object")
+            if key_column in row and str(row[key_column]) != key:
+                raise CorlError(f"{path}: entry {key!r} has a different {key_column!r} ({row[key_column]!r})")
+            keyed.append({**row, key_column: key})
+        rows = keyed
+    if not isinstance(rows, list):
+        raise CorlError(
+            f"{path}: expected a list of rows or an object keyed by id, got {type(rows).__name__}"
+        )
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise CorlError(f"{path} row {i}: expected an object, got {type(row).__name__}")
+    rows = rows if limit is None else rows[:limit]
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    return _Source(str(path), path.parent, columns, rows)
+
+
+def _read(path: Path, split: str | None, fields: FieldMap, limit: int | None) -> _Source:
+    if not path.exists():
+        raise CorlError(f"{path}: no such file or folder")
+    if path.is_dir():
+        if not any((path / marker).exists() for marker in ("dataset_dict.json", "state.json")):
+            raise CorlError(f"{path}: a folder that is not a datasets save_to_disk folder")
+        return _read_disk_dataset(path, split, limit)
+    if split is not None:
+        raise CorlError(f"{path}: a single file has no splits, but split={split!r} was given")
+    if path.suffix == ".parquet":
+        return _read_parquet(path, limit)
+    if path.suffix in (".json", ".jsonl"):
+        return _read_json(path, fields.id, limit)
+    raise CorlError(f"{path}: unsupported format (use a save_to_disk folder, .parquet, .json or .jsonl)")
+
+
+def _images(value: Any, where: str, root: Path, check: bool) -> list[ImageLike]:
+    from PIL import Image
+
+    if value is None:
+        return []
+    items = value if isinstance(value, list | tuple) else [value]
+    images: list[ImageLike] = []
+    for item in items:
+        if isinstance(item, dict):  # HF Image feature storage: {"bytes": ..., "path": ...}
+            item = item.get("bytes") or item.get("path")
+        if item is None:
+            continue
+        if isinstance(item, Image.Image):
+            images.append(item)
+        elif isinstance(item, bytes | bytearray):
+            images.append(lazy_image(bytes(item), where=where, verify=check))
+        elif isinstance(item, str | Path):
+            path = Path(item).expanduser()
+            path = path if path.is_absolute() else root / path
+            if check:
+                verify_image(path, where=where)
+            images.append(str(path))
+        else:
+            raise CorlError(f"{where}: unsupported image value of type {type(item).__name__}")
+    return images
+
+
+def _choices(value: Any, where: str) -> list[str] | None:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise CorlError(f"{where}: expected a list of options, got the string {value[:40]!r}") from None
+    if value is None or (isinstance(value, list | tuple) and not value):
+        return None
+    if not isinstance(value, list | tuple):
+        raise CorlError(f"{where}: expected a list of options, got {type(value).__name__}")
+    return [str(option) for option in value]
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def load_problems(
+    source: str | Path,
+    *,
+    split: str | None = None,
+    fields: FieldMap | None = None,
+    image_root: Path | None = None,
+    text_only: bool = False,
+    limit: int | None = None,
+    require_answer: bool = False,
+    check_images: bool = True,
+) -> list[Problem]:
+    """Read problems from a ``save_to_disk`` folder (Dataset or DatasetDict), ``.parquet``, ``.json`` or ``.jsonl``.
+
+    Args:
+        source: the file or folder. JSON may be a list of rows or an object keyed by id.
+        split: the split of a DatasetDict (may be omitted when it has just one); files have no splits.
+        fields: column mapping (see :class:`FieldMap`); unmapped columns go to ``Problem.meta``.
+        image_root: folder for relative image paths; default the source file's folder (or the dataset folder).
+        text_only: the text rendering for text LLMs: question from the ``text_question`` column, no images.
+            A row with images but no text rendering is an error (a text model could not see the picture).
+        limit: read only the first ``limit`` rows.
+        require_answer: every row must have a non-empty answer (evaluation, GT reward).
+        check_images: check image files exist and are well-formed now (cheap, pixels are not decoded).
+
+    Raises:
+        CorlError: one line naming the file, row and field for any bad input.
+    """
+    if limit is not None and limit < 0:
+        raise CorlError(f"limit must be >= 0, got {limit}")
+    fields = fields or FieldMap()
+    src = _read(Path(source).expanduser(), split, fields, limit)
+    label, columns = src.label, src.columns
+    if fields.id is not None and fields.id not in columns:
+        raise CorlError(
+            f"{label}: no id column {fields.id!r} (columns: {', '.join(columns)}); "
+            "name it with FieldMap(id=...) or use FieldMap(id=None) for row-index ids"
+        )
+    question_col = _pick(columns, fields.question, "question", label, required=True)
+    answer_col = _pick(columns, fields.answer, "answer", label)
+    images_col = _pick(columns, fields.images, "images", label)
+    choices_col = _pick(columns, fields.choices, "choices", label)
+    text_col = _pick(columns, fields.text_question, "text_question", label)
+    if require_answer and answer_col is None:
+        raise CorlError(
+            f"{label}: no answer column, but answers are required (columns: {', '.join(columns)})"
+        )
+    used = {fields.id, question_col, answer_col, images_col, choices_col}
+    root = Path(image_root).expanduser() if image_root is not None else src.base
+
+    problems: list[Problem] = []
+    first_row: dict[str, int] = {}
+    for i, row in enumerate(src.rows):
+        where = f"{label} row {i}"
+        pid = str(i) if fields.id is None else _text(row.get(fields.id))
+        if pid is None:
+            raise CorlError(f"{where}: empty {fields.id!r}")
+        if pid in first_row:
+            raise CorlError(f"{label}: duplicate id {pid!r} (rows {first_row[pid]} and {i})")
+        first_row[pid] = i
+        question = _text(row.get(question_col))
+        answer = _text(row.get(answer_col)) if answer_col else None
+        if require_answer and answer is None:
+            raise CorlError(f"{where} (id {pid!r}): empty {answer_col!r}")
+        field_where = f"{where} field {images_col!r}"
+        check = check_images and not text_only  # a text-only view never opens the pictures
+        images = _images(row.get(images_col), field_where, root, check) if images_col else []
+        if text_only:
+            text = _text(row.get(text_col)) if text_col else None
+            if text is None and images:
+                raise CorlError(f"{where} (id {pid!r}): has an image but no text rendering (text_question)")
+            question, images = text or question, []
+        if question is None:
+            raise CorlError(f"{where} (id {pid!r}): empty {question_col!r}")
+        choices = _choices(row.get(choices_col), f"{where} field {choices_col!r}") if choices_col else None
+        meta = {key: value for key, value in row.items() if key not in used}
+        problems.append(Problem(pid, question, images, choices, answer, meta))
+    return problems
