@@ -1,0 +1,153 @@
+"""Are two answers the same answer? Fast sound paths first, then math-verify under a hard time limit.
+
+Order of decisions for ``equivalent(gold, pred)`` (gold first: math-verify is asymmetric):
+
+1. empty / missing → False;
+2. multiple choice (``choices`` given and gold names an option): same letter, or the prediction equals the
+   gold option's value (°, %, units stripped); a different letter or another option's value → False;
+3. fast paths (:mod:`corl_vl.answers.normalize`): canonical LaTeX strings, plain numbers (fractions, percent,
+   units, thousands separators), one level of tuples/intervals/sets;
+4. inputs that could hang sympy (over 1,000 characters, braces nested over 40 deep, power towers, huge
+   exponents or factorials) → False without asking math-verify;
+5. math-verify ``verify(parse(gold), parse(pred))`` in a worker process, with ``timeout`` seconds (default
+   :data:`DEFAULT_TIMEOUT_S`); a timeout → False.
+
+Verdicts are cached (LRU, 2^16 pairs), except timeouts, which may succeed on a less loaded machine.
+Model text is never passed to ``eval``/``exec``/``sympify`` here; only math-verify's parser sees it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+from corl_vl.answers import mathverify_pool
+from corl_vl.answers.normalize import canonical, fast_equal, parse_number
+from corl_vl.answers.options import Options, letter_of, parse_options
+
+DEFAULT_TIMEOUT_S = 5.0
+#: Longest answer handed to math-verify; longer ones are only compared as strings.
+MAX_VERIFY_CHARS = 1000
+MAX_BRACE_DEPTH = 40
+
+# Numeric power towers (9^9^9, 10^{10^{10}}), exponents of 7+ digits, factorials of 5+ digits: sympy may try
+# to build the integer (10^(10^10) needs 4 GB). Symbolic powers such as x^2 + y^2 are not affected.
+_RISKY = re.compile(r"\d\s*\^\s*\{?\s*\d+\s*\}?\s*\^\s*\{?\s*\d|\^\s*\{?\s*[-+]?\d{7,}|\d{5,}\s*!")
+
+
+class _Undecided(Exception):
+    """math-verify did not answer in time; keeps the pair out of the cache."""
+
+
+def _max_depth(s: str) -> int:
+    depth = best = 0
+    for ch in s:
+        if ch == "{" or ch == "(" or ch == "[":
+            depth += 1
+            best = max(best, depth)
+        elif ch == "}" or ch == ")" or ch == "]":
+            depth -= 1
+    return best
+
+
+def _safe_for_sympy(s: str) -> bool:
+    return len(s) <= MAX_VERIFY_CHARS and _max_depth(s) <= MAX_BRACE_DEPTH and _RISKY.search(s) is None
+
+
+def _free_equivalent(gold: str, pred: str, precision: int | None, timeout: float) -> bool:
+    verdict = fast_equal(gold, pred, precision)
+    if verdict is not None:
+        return verdict
+    if not (_safe_for_sympy(gold) and _safe_for_sympy(pred)):
+        return False
+    verdict = mathverify_pool.check(gold, pred, timeout)
+    if verdict is None:
+        raise _Undecided
+    return verdict
+
+
+def _option_value_equal(value: str, pred: str, precision: int | None) -> bool:
+    """Option values are often words ("Yes", "equal to") or quantities ("145°", "6cm")."""
+    if canonical(value).lower() == canonical(pred).lower():
+        return True
+    v_num, p_num = _unit_number(value), _unit_number(pred)
+    return v_num is not None and p_num is not None and v_num == p_num
+
+
+def _unit_number(s: str) -> object | None:
+    """The numeric value of "6cm" / "145°" / "12%" (unit glued on, as in MathVista options)."""
+    num = parse_number(s)
+    if num is None:
+        m = re.match(r"^\s*([-+]?\d[\d,]*(?:\.\d+)?)\s*[A-Za-z]{1,6}\s*$", s)
+        num = parse_number(m.group(1)) if m else None
+    return None if num is None else num.value
+
+
+def _gold_index(gold: str, options: Options) -> int | None:
+    key = canonical(gold).lower()
+    for i, value in enumerate(options.values):
+        if canonical(value).lower() == key:
+            return i
+    letter = letter_of(gold, options)
+    return None if letter is None else options.letters.index(letter)
+
+
+def _mc_equivalent(gold: str, pred: str, options: Options, precision: int | None, timeout: float) -> bool:
+    gi = _gold_index(gold, options)
+    if gi is None:  # gold is not one of the options: compare freely
+        return _free_equivalent(gold, pred, precision, timeout)
+    letter = letter_of(pred, options)
+    if letter is not None:
+        pi = options.letters.index(letter)
+        # A letter-shaped value ("A" among options ["A", …]) is both; either reading must agree.
+        return pi == gi
+    if _option_value_equal(options.values[gi], pred, precision):
+        return True
+    if any(_option_value_equal(v, pred, precision) for i, v in enumerate(options.values) if i != gi):
+        return False
+    return _free_equivalent(options.values[gi], pred, precision, timeout)
+
+
+@lru_cache(maxsize=1 << 16)
+def _cached(
+    gold: str, pred: str, choices: tuple[str, ...] | None, precision: int | None, timeout: float
+) -> bool:
+    if choices:
+        return _mc_equivalent(gold, pred, parse_options(choices), precision, timeout)
+    return _free_equivalent(gold, pred, precision, timeout)
+
+
+def equivalent(
+    gold: str | None,
+    pred: str | None,
+    choices: Sequence[str] | None = None,
+    *,
+    timeout: float | None = None,
+    precision: int | None = None,
+) -> bool:
+    """Whether ``pred`` is the same answer as ``gold`` (gold first; see the module docstring for the rules).
+
+    Args:
+        gold: the reference (a dataset answer, or a pseudo-label).
+        pred: an extracted answer; None (unparseable) is never equivalent.
+        choices: option texts for multiple choice (letters A, B, … implied unless labelled).
+        timeout: seconds math-verify may spend on this pair (default :data:`DEFAULT_TIMEOUT_S`); works
+            from any thread.
+        precision: compare numbers after rounding both to this many decimals (MathVista float answers).
+    """
+    if gold is None or pred is None:
+        return False
+    gold, pred = str(gold).strip(), str(pred).strip()
+    if not gold or not pred:
+        return False
+    key_choices = tuple(str(c) for c in choices) if choices else None
+    try:
+        return _cached(gold, pred, key_choices, precision, DEFAULT_TIMEOUT_S if timeout is None else timeout)
+    except _Undecided:
+        return False
+
+
+def clear_cache() -> None:
+    """Forget cached verdicts (benchmarks use this to time cold comparisons)."""
+    _cached.cache_clear()

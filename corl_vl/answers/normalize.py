@@ -1,0 +1,227 @@
+"""Cheap, sound comparisons of answer strings that decide most pairs before math-verify is needed.
+
+math-verify parses both sides with sympy (milliseconds, sometimes seconds) in a worker process; most answer
+pairs met in training and evaluation are plain numbers or identical up to LaTeX spacing, so these functions
+settle them in microseconds. Each function answers True, False, or None ("cannot tell, ask math-verify"), and
+only answers False when that is certain (two plain numbers that differ, two tuples whose numeric elements
+differ). Nothing here evaluates model text: numbers are read by regular expressions into ``Fraction``.
+
+Hand-written because no maintained library normalises LaTeX answers without sympy (math-verify's own
+normaliser feeds straight into ``latex2sympy``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+from corl_vl.answers.numeric_eval import numeric_equal
+
+#: Longest number (in characters) read into a Fraction; longer digit strings are left to math-verify.
+_MAX_NUMBER_CHARS = 60
+
+_DELIMS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+_DROP = re.compile(
+    r"\\left(?![a-zA-Z])|\\right(?![a-zA-Z])|\\displaystyle|\\[bB]igg?[lr]?(?![a-zA-Z])"
+    r"|\\[,;: ]|\\quad|\\qquad|~"
+)
+_FRAC_ALIASES = re.compile(r"\\[dt]frac(?![a-zA-Z])")
+_DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![a-zA-Z])|\\textdegree(?![a-zA-Z])")
+_SHORT_FRAC = re.compile(r"\\frac\s*(\d)\s*(\d)")
+_SHORT_SQRT = re.compile(r"\\sqrt\s*(\d)")
+_TEXT_WRAP = re.compile(r"^\\(?:text|textbf|textrm|mathrm|mbox|mathbf|textit)\{([^{}]*)\}$")
+_WS = re.compile(r"\s+")
+
+_NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+"
+_UNIT = (
+    r"(?:\\(?:text|mbox|mathrm|textrm|operatorname)\s*\{[^{}]*\}"  # \text{ cm}
+    r"|(?<=\s)[A-Za-z]{2,}(?:\s+[A-Za-z]{2,})*)"  # " cm", " square units" (2+ letters, after a space)
+    r"(?:\s*\^\s*\{?\s*[23]\s*\}?|[²³])?"
+)
+_NUMBER_RE = re.compile(
+    rf"^(?P<cur>\\\$|\$)?\s*(?:"
+    rf"(?P<sign>[-+])?\\frac\{{(?P<fn>[-+]?\d+)\}}\{{(?P<fd>\d+)\}}"  # \frac{a}{b}
+    rf"|(?P<sn>[-+]?\d+)\s*/\s*(?P<sd>\d+)"  # a/b
+    rf"|(?P<num>{_NUM})"  # 1,234.5
+    rf")\s*(?P<pct>\\?%)?\s*(?:{_UNIT})?\s*(?P<pct2>\\?%)?\s*$"
+)
+
+
+@dataclass(frozen=True)
+class Number:
+    """A number read from an answer: its exact value, and how it was written."""
+
+    value: Fraction
+    decimal: bool  # written with a decimal point (an approximation, compared at 6 places)
+    percent: bool  # carried a % sign (then x% may mean x or x/100)
+
+    def candidates(self) -> tuple[Fraction, ...]:
+        return (self.value, self.value / 100) if self.percent else (self.value,)
+
+
+def strip_delimiters(text: str) -> str:
+    """Remove surrounding math delimiters, a trailing full stop and outer whitespace."""
+    s = text.strip()
+    changed = True
+    while changed and s:
+        changed = False
+        for left, right in _DELIMS:
+            if len(s) >= len(left) + len(right) and s.startswith(left) and s.endswith(right):
+                s = s[len(left) : len(s) - len(right)].strip()
+                changed = True
+                break
+        if s.endswith("."):
+            s = s[:-1].rstrip()
+            changed = True
+    return s
+
+
+def light(text: str) -> str:
+    """Delimiters and LaTeX spacing/sizing commands removed; whitespace kept (unit words need it)."""
+    s = strip_delimiters(text)
+    s = _DROP.sub(" ", s.replace("\\!", ""))
+    s = _FRAC_ALIASES.sub(r"\\frac", s)
+    s = _SHORT_FRAC.sub(r"\\frac{\1}{\2}", s)
+    s = _SHORT_SQRT.sub(r"\\sqrt{\1}", s)
+    s = _DEGREES.sub("", s)
+    s = s.replace("{,}", ",").replace("−", "-")
+    return s.strip()
+
+
+def canonical(text: str) -> str:
+    """A canonical spelling: two answers with the same canonical form are the same answer."""
+    s = _WS.sub("", light(text))
+    while (m := _TEXT_WRAP.match(s)) is not None:
+        s = m.group(1).strip()
+    return s.rstrip(".")
+
+
+def parse_number(text: str) -> Number | None:
+    """Read a plain number (integer, decimal, fraction, percent, with thousands separators, currency or a
+    unit) without evaluating anything; None when the text is not just a number."""
+    s = light(text)
+    if len(s) > _MAX_NUMBER_CHARS + 40:
+        return None
+    while (m := _TEXT_WRAP.match(s)) is not None:
+        s = m.group(1).strip()
+    m = _NUMBER_RE.match(s)
+    if m is None:
+        return None
+    percent = bool(m.group("pct") or m.group("pct2"))
+    if m.group("fn") is not None:
+        num, den = int(m.group("fn")), int(m.group("fd"))
+        if den == 0:
+            return None
+        value = Fraction(num, den) * (-1 if m.group("sign") == "-" else 1)
+        return Number(value, False, percent)
+    if m.group("sn") is not None:
+        den = int(m.group("sd"))
+        return None if den == 0 else Number(Fraction(int(m.group("sn")), den), False, percent)
+    raw = m.group("num").replace(",", "")
+    if len(raw) > _MAX_NUMBER_CHARS:
+        return None
+    return Number(Fraction(raw), "." in raw, percent)
+
+
+def numbers_equal(gold: Number, pred: Number, precision: int | None = None) -> bool | None:
+    """True/False when certain; None when only rounding makes them equal (math-verify decides those).
+
+    With ``precision`` (MathVista float answers) both sides are rounded to that many decimals first.
+    """
+    pairs = [(g, p) for g in gold.candidates() for p in pred.candidates()]
+    if precision is not None:
+        return any(round(float(g), precision) == round(float(p), precision) for g, p in pairs)
+    if any(g == p for g, p in pairs):
+        return True
+    if not (gold.decimal or pred.decimal or gold.percent or pred.percent):
+        return False
+    # math-verify compares floats at 6 decimal places (1/3 == 0.333333); leave those near-misses to it.
+    if any(round(g, 6) == round(p, 6) for g, p in pairs):
+        return None
+    return False
+
+
+_OPEN = {"(": ")", "[": "]", "\\{": "\\}", "\\langle": "\\rangle"}
+
+
+def split_top_level(text: str) -> tuple[str, list[str], str] | None:
+    """Split ``(a,b,c)`` / ``[a,b)`` / ``\\{a,b\\}`` / ``a, b`` into (open, items, close) at top-level commas.
+
+    Returns None for anything that is not a sequence of at least two items.
+    """
+    s = canonical(text)
+    opening = closing = ""
+    for left in _OPEN:
+        if s.startswith(left):
+            opening = left
+            break
+    if opening:
+        for right in (")", "]", "\\}", "\\rangle"):
+            if s.endswith(right) and len(s) > len(opening) + len(right):
+                closing = right
+                break
+        if not closing:
+            return None
+        body = s[len(opening) : len(s) - len(closing)]
+    else:
+        body = s
+    items: list[str] = []
+    depth, start = 0, 0
+    for i, ch in enumerate(body):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif ch == "," and depth == 0:
+            items.append(body[start:i])
+            start = i + 1
+    items.append(body[start:])
+    if depth != 0 or len(items) < 2 or any(not item for item in items):
+        return None
+    return opening, items, closing
+
+
+def atom_equal(gold: str, pred: str, precision: int | None = None) -> bool | None:
+    """Fast verdict for two single answers (no tuple structure): canonical strings, then numbers."""
+    g_num, p_num = parse_number(gold), parse_number(pred)
+    if g_num is not None and p_num is not None:
+        return numbers_equal(g_num, p_num, precision)
+    if canonical(gold) == canonical(pred):
+        return True
+    return None
+
+
+def _element_equal(gold: str, pred: str, precision: int | None) -> bool | None:
+    verdict = atom_equal(gold, pred, precision)
+    return verdict if verdict is not None else numeric_equal(light(gold), light(pred))
+
+
+def fast_equal(gold: str, pred: str, precision: int | None = None) -> bool | None:
+    """Fast verdict for two answers: strings and numbers, then simple expressions evaluated numerically
+    (:mod:`corl_vl.answers.numeric_eval`), looking one level into tuples, intervals, sets and bare lists."""
+    verdict = atom_equal(gold, pred, precision)
+    if verdict is not None:
+        return verdict
+    g_seq, p_seq = split_top_level(gold), split_top_level(pred)
+    if g_seq is None or p_seq is None:
+        return numeric_equal(light(gold), light(pred)) if g_seq is None and p_seq is None else None
+    (g_open, g_items, g_close), (p_open, p_items, p_close) = g_seq, p_seq
+    if (g_open, g_close) != (p_open, p_close) or len(g_items) != len(p_items):
+        return None
+    if g_open in ("", "\\{"):  # bare lists and sets: order does not matter; only ever say True here
+        remaining = list(p_items)
+        for g in g_items:
+            hit = next((p for p in remaining if atom_equal(g, p, precision) is True), None)
+            if hit is None:
+                return None
+            remaining.remove(hit)
+        return True
+    verdicts = [_element_equal(g, p, precision) for g, p in zip(g_items, p_items)]
+    if all(v is True for v in verdicts):
+        return True
+    if any(v is False for v in verdicts) and g_open == "(" and g_close == ")":
+        return False  # ordered tuples (or open intervals) with a differing coordinate
+    return None

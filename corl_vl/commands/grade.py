@@ -1,0 +1,141 @@
+"""``corl-vl grade``: grade a JSONL of responses (extract + equivalence) and print the accuracy.
+
+Each input line is a JSON object with ``response`` and ``answer`` and optionally ``choices`` / ``options``,
+``question_type``, ``answer_type``, ``precision``, ``id``. The output keeps every field and adds ``extracted``
+and ``correct``; it is written to a temporary file and renamed, so a failed run never leaves half a file.
+Comparisons run on threads while math-verify runs in ``--workers`` processes (default: all cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from corl_vl.errors import CorlError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "grade",
+        help="grade responses.jsonl against its answers (extraction + math equivalence)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--input", required=True, type=Path, help="JSONL with response and answer per line")
+    p.add_argument(
+        "--output", required=True, type=Path, help="graded JSONL (input fields + extracted, correct)"
+    )
+    p.add_argument("--workers", type=int, default=None, help="math-verify processes (default: all cores)")
+    p.add_argument(
+        "--timeout", type=float, default=None, help="seconds per math-verify comparison (default 5)"
+    )
+    p.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
+    p.set_defaults(func=run)
+
+
+def _check_list(record: dict[str, Any], key: str, where: str) -> None:
+    value = record.get(key)
+    if value is not None and (
+        not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value)
+    ):
+        raise CorlError(f"{where}: field {key!r} must be a list of strings, got {value!r:.80}")
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Parse and validate the input; a bad line raises CorlError naming its line number."""
+    if not path.is_file():
+        raise CorlError(f"{path}: no such file")
+    records = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise CorlError(f"{where}: not valid JSON ({err.msg})") from None
+            if not isinstance(record, dict):
+                raise CorlError(f"{where}: expected a JSON object, got {type(record).__name__}")
+            for key in ("response", "answer"):
+                if key not in record:
+                    raise CorlError(f"{where}: missing field {key!r}")
+            if not isinstance(record["response"], str):
+                raise CorlError(f"{where}: field 'response' must be a string")
+            if isinstance(record["answer"], bool) or not isinstance(record["answer"], (str, int, float)):
+                raise CorlError(f"{where}: field 'answer' must be a string or a number")
+            _check_list(record, "choices", where)
+            _check_list(record, "options", where)
+            precision = record.get("precision")
+            if precision is not None and (
+                isinstance(precision, bool)
+                or not isinstance(precision, (int, float))
+                or precision != int(precision)
+            ):
+                raise CorlError(f"{where}: field 'precision' must be an integer, got {precision!r}")
+            records.append(record)
+    return records
+
+
+def write_jsonl_atomic(path: Path, records: list[dict[str, Any]]) -> None:
+    """Write next to the target, then rename: readers see the old file or the complete new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for record in records:
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def run(args: argparse.Namespace) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from corl_vl.answers import grade_record
+    from corl_vl.answers.mathverify_pool import set_max_workers
+
+    if args.workers is not None and args.workers < 1:
+        raise CorlError(f"--workers must be at least 1, got {args.workers}")
+    if args.timeout is not None and args.timeout <= 0:
+        raise CorlError(f"--timeout must be positive, got {args.timeout}")
+    records = read_records(args.input)
+    workers = args.workers or os.cpu_count() or 1
+    set_max_workers(workers)
+    graded: list[dict[str, Any]] = [{} for _ in records]
+
+    def one(index: int) -> None:
+        result = grade_record(records[index], timeout=args.timeout)
+        graded[index] = {**records[index], "extracted": result.extracted, "correct": result.correct}
+
+    with (
+        Progress(
+            TextColumn("grading"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            disable=args.no_progress or not sys.stderr.isatty(),
+            console=Console(stderr=True),
+        ) as progress,
+        ThreadPoolExecutor(max_workers=workers) as pool,
+    ):
+        task = progress.add_task("grading", total=len(records))
+        for _ in pool.map(one, range(len(records))):
+            progress.advance(task)
+    write_jsonl_atomic(args.output, graded)
+    n_correct = sum(r["correct"] for r in graded)
+    if records:
+        print(f"accuracy: {n_correct / len(records):.4f} ({n_correct}/{len(records)}) -> {args.output}")
+    else:
+        print(f"accuracy: n/a (0 records) -> {args.output}")
+    return 0
