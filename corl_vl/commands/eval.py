@@ -1,0 +1,218 @@
+"""``corl-vl eval``: score benchmark responses, or generate them first, and write the results.
+
+Two modes:
+
+- score existing responses: ``--benchmark B --data PATH --responses R.jsonl [--responses R2.jsonl …]``
+  (lines with ``id`` and ``response``; PATH is the benchmark folder or its annotation file; only the
+  annotations are needed). Records without a response count as wrong and are listed in results.json.
+- generate, then score: ``--model PATH_OR_PRESET [--model …] --benchmark B|all [--data PATH] [--limit N]``
+  with the paper's decoding defaults, through the training adapters and rollout engine; resumable.
+
+``--ensemble K`` pools K responses from each response file / model and majority-votes (the paper's
+matched-budget control). Outputs in ``--output-dir``: results.json, responses.jsonl, report.md, report.png
+(one run on one benchmark); several go to ``<run>/<benchmark>/`` with one report.md and report.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from corl_vl.errors import CorlError
+
+# Folder names of the benchmarks' own repositories, tried under --data when evaluating several benchmarks.
+_FOLDER_ALIASES = {"wemath": ("we-math", "We-Math"), "mathvision": ("math-v", "MATH-V", "mathv")}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from corl_vl.eval.benchmarks import BENCHMARKS
+
+    p = subparsers.add_parser(
+        "eval",
+        help="evaluate models or response files on MathVista, MathVerse, We-Math, MathVision and text benchmarks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--benchmark", required=True, action="append",
+        help=f"one of {', '.join(BENCHMARKS)}, or all / vision / text; repeat or comma-separate for several",
+    )  # fmt: skip
+    p.add_argument("--data", type=Path, help="local benchmark folder or annotation file (default: the hub)")
+    p.add_argument("--split", help="benchmark split (default: testmini for the vision benchmarks)")
+    p.add_argument("--limit", type=int, help="evaluate only the first N records of each benchmark")
+    p.add_argument("--output-dir", required=True, type=Path)
+    p.add_argument("--responses", action="append", type=Path, help="JSONL of id + response (repeatable)")
+    p.add_argument("--model", action="append", help="preset name or checkpoint folder (repeatable)")
+    p.add_argument("--adapter", help="adapter name, needed when --model is a hub id")
+    p.add_argument("--ensemble", type=int, help="pool K responses from each model / file and majority-vote")
+    p.add_argument("--tie-policy", default="first", choices=("first", "none"), help="ensemble ties")
+    p.add_argument("--samples", type=int, help="responses per record (default 1; AMC 8: avg@8)")
+    p.add_argument("--temperature", type=float, help="override the decoding temperature (0 = greedy)")
+    p.add_argument("--top-p", type=float, help="override top-p")
+    p.add_argument("--max-new-tokens", type=int, help="override (default 16384 vision, 3072 text)")
+    p.add_argument("--max-long-side", type=int, default=1024, help="image long-side cap in pixels")
+    p.add_argument("--batch-size", type=int, default=8, help="completions per generate call")
+    p.add_argument("--engine", default="hf", choices=("hf", "vllm"), help="rollout engine")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default: bf16 on GPU)")
+    p.add_argument(
+        "--answer-format", help="answer instruction: boxed | answer_tags | none (default: as in training)"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def _benchmarks(values: list[str]) -> list[str]:
+    from corl_vl.eval.benchmarks import BENCHMARKS, TEXT_BENCHMARKS, VISION_BENCHMARKS, get_spec
+
+    groups = {"all": BENCHMARKS, "vision": VISION_BENCHMARKS, "text": TEXT_BENCHMARKS}
+    names: list[str] = []
+    for value in values:
+        for item in filter(None, (v.strip() for v in value.split(","))):
+            for name in groups.get(item, (item,)):
+                get_spec(name)
+                if name not in names:
+                    names.append(name)
+    return names
+
+
+def _data_for(args: argparse.Namespace, name: str, several: bool) -> Path | None:
+    """--data for this benchmark: its sub-folder when --data holds one per benchmark, else --data itself."""
+    if args.data is None:
+        return None
+    candidates = (name, *_FOLDER_ALIASES.get(name, ()))
+    if args.data.is_dir():
+        for sub in candidates:
+            if (args.data / sub).is_dir():
+                return args.data / sub
+    if several:
+        raise CorlError(f"--data {args.data}: no sub-folder for {name} (tried {', '.join(candidates)})")
+    return args.data
+
+
+def _labels(items: list[str]) -> list[str]:
+    """Short unique run names: preset names / folder or file stems, de-duplicated with a suffix."""
+    labels: list[str] = []
+    for item in items:
+        base = Path(item).stem if item.endswith(".jsonl") else Path(item.rstrip("/")).name or item
+        label, n = base, 2
+        while label in labels:
+            label, n = f"{base}-{n}", n + 1
+        labels.append(label)
+    return labels
+
+
+def _warn(message: str) -> None:
+    print(f"corl-vl eval: {message}", file=sys.stderr)
+
+
+def _score_sets(
+    name: str, problems: list[Any], sets: dict[str, dict[str, list[str]]], args: argparse.Namespace
+) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """Per-run results (each set alone) and, with --ensemble, the pooled majority vote."""
+    from corl_vl.eval.ensemble import ensemble_scores
+    from corl_vl.eval.scoring import score_responses
+
+    out = {}
+    for label, responses in sets.items():
+        out[label] = score_responses(name, problems, responses)
+    if args.ensemble:
+        out["ensemble"] = ensemble_scores(
+            name, problems, list(sets.values()), args.ensemble, tie_policy=args.tie_policy
+        )
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from corl_vl.eval.loaders import load_benchmark
+    from corl_vl.eval.report import check_ids, read_responses, write_outputs
+
+    if bool(args.responses) == bool(args.model):
+        raise CorlError("give either --responses (score existing responses) or --model (generate), not both")
+    if args.limit is not None and args.limit < 1:
+        raise CorlError(f"--limit must be positive, got {args.limit}")
+    if args.ensemble is not None and args.ensemble < 1:
+        raise CorlError(f"--ensemble must be at least 1, got {args.ensemble}")
+    names = _benchmarks(args.benchmark)
+    several = len(names) > 1
+    runs: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {}
+
+    if args.responses:
+        if several:
+            raise CorlError("--responses scores one benchmark at a time; give a single --benchmark")
+        name = names[0]
+        problems = load_benchmark(
+            name, _data_for(args, name, False), split=args.split, annotations_only=True, limit=args.limit
+        )
+        sets: dict[str, dict[str, list[str]]] = {}
+        for label, path in zip(_labels([str(p) for p in args.responses]), args.responses):
+            responses = read_responses(path)
+            unknown = check_ids(responses, (p.id for p in problems), str(path))
+            if unknown and args.limit is None:
+                _warn(f"{path}: {len(unknown)} ids are not records of {name} (ignored), e.g. {unknown[0]}")
+            sets[label] = responses
+        for label, pair in _score_sets(name, problems, sets, args).items():
+            runs.setdefault(label, {})[name] = pair
+    else:
+        runs = _generate_and_score(args, names, several)
+
+    written = write_outputs(args.output_dir, runs)
+    for key, path in written.items():
+        run_name, bench = key.split("/", 1)
+        res = runs[run_name][bench][0]
+        missing = f", {res['n_missing']} without a response" if res["n_missing"] else ""
+        print(f"{key}: overall {100 * res['overall']:.2f}% on {res['n_records']} records{missing} → {path}")
+    print(f"report: {args.output_dir / 'report.md'}")
+    return 0
+
+
+def _generate_and_score(
+    args: argparse.Namespace, names: list[str], several: bool
+) -> dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]]:
+    import torch
+
+    from corl_vl.eval.benchmarks import get_spec
+    from corl_vl.eval.generate import Generator, default_decoding
+    from corl_vl.eval.loaders import load_benchmark
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = args.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
+    labels = _labels(args.model)
+    problems = {
+        n: load_benchmark(n, _data_for(args, n, several), split=args.split, limit=args.limit) for n in names
+    }
+    generated: dict[str, dict[str, dict[str, list[str]]]] = {n: {} for n in names}  # bench → run → responses
+    for label, model in zip(labels, args.model):
+        generator = Generator(
+            model, adapter=args.adapter, engine=args.engine, device=device, batch_size=args.batch_size,
+            max_long_side=args.max_long_side, dtype=dtype, answer_format=args.answer_format,
+        )  # fmt: skip
+        for name in names:
+            spec = get_spec(name)
+            if spec.multimodal and not generator.supports_images:
+                _warn(f"{label} is a text-only model: skipping {name}")
+                continue
+            samples = args.samples or max(spec.samples, args.ensemble or 1)
+            decoding = default_decoding(
+                spec.multimodal, samples, temperature=args.temperature, top_p=args.top_p,
+                max_new_tokens=args.max_new_tokens, seed=args.seed,
+            )  # fmt: skip
+            cache = args.output_dir / "generations" / label / f"{name}.jsonl"
+            generated[name][label] = generator.generate(
+                problems[name],
+                decoding,
+                cache,
+                progress=not args.no_progress,
+                description=f"{label} · {name}",
+            )
+        del generator
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    runs: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for name in names:
+        for label, pair in _score_sets(name, problems[name], generated[name], args).items():
+            runs.setdefault(label, {})[name] = pair
+    return runs

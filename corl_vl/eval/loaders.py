@@ -1,0 +1,320 @@
+"""Benchmark loading: the official hub dataset, or a local copy in the benchmark's own format.
+
+Why one generic loader with small per-benchmark converters (:mod:`corl_vl.eval.benchmarks`): every benchmark
+ships the same few containers (a JSON dict keyed by id, a JSON list, JSONL, parquet, CSV) with images either
+embedded or as paths relative to the annotation file's folder. Reading them is one job; turning a row into a
+:class:`~corl_vl.data.problem.Problem` with the benchmark's fields in ``meta`` is the other.
+
+Scoring existing responses needs only the annotations (``annotations_only=True``): images are then neither
+opened nor required, so e.g. MathVista's ``testmini.json`` or MathVision's ``test.jsonl`` alone suffice.
+Otherwise a missing image or field is one :class:`CorlError` naming the file, the record and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from corl_vl.data.problem import ImageLike, Problem
+from corl_vl.errors import CorlError
+
+_ANNOTATION_SUFFIXES = (".json", ".jsonl", ".parquet", ".csv")
+
+
+@dataclass
+class RowContext:
+    """Where a row came from, so converters can name it in errors and resolve relative image paths."""
+
+    source: str  # file path or "hub:<id>[/<config>]:<split>"
+    index: int  # position of the row in its source
+    root: Path | None  # folder that relative image paths are relative to (None for hub rows)
+    annotations_only: bool
+
+    def where(self, record_id: str | None = None) -> str:
+        rec = f"record {record_id}" if record_id is not None else f"row {self.index}"
+        return f"{self.source} {rec}"
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """How to find and read one benchmark.
+
+    Attributes:
+        name: the CLI name (``mathvista``).
+        hub_id, hub_config: ``datasets.load_dataset(hub_id, hub_config, split=...)``.
+        splits: known splits; the first is the default.
+        to_problem: converts one row (a dict) to a Problem; raises CorlError on bad rows.
+        samples: default responses per record when generating (AMC is scored avg@8).
+        multimodal: whether records carry images (text benchmarks never do).
+    """
+
+    name: str
+    hub_id: str
+    hub_config: str | None
+    splits: tuple[str, ...]
+    to_problem: Callable[[dict[str, Any], RowContext], Problem]
+    samples: int = 1
+    multimodal: bool = True
+
+
+# ---------------------------------------------------------------------------------------------- row helpers
+def require(row: dict[str, Any], name: str, ctx: RowContext, record_id: str | None = None) -> Any:
+    """``row[name]``, or a CorlError naming the file, record and missing field."""
+    if name not in row or row[name] is None:
+        raise CorlError(f"{ctx.where(record_id)}: missing field '{name}'")
+    return row[name]
+
+
+def first_present(
+    row: dict[str, Any], names: Iterable[str], ctx: RowContext, record_id: str | None = None
+) -> Any:
+    """The first of ``names`` present (non-None) in ``row``: hub and repository copies name fields differently."""
+    names = list(names)
+    for name in names:
+        if row.get(name) is not None:
+            return row[name]
+    raise CorlError(f"{ctx.where(record_id)}: missing field '{names[0]}' (also tried {', '.join(names[1:])})")
+
+
+def as_text(value: Any) -> str:
+    """Answers arrive as str, int or float (AMC stores 142.0): integral floats print as integers."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def resolve_image(
+    value: Any, ctx: RowContext, record_id: str, field: str, *, subdirs: tuple[str, ...] = ()
+) -> ImageLike | None:
+    """One image from a row value: a PIL image, embedded bytes (``{"bytes": …}``) or a path.
+
+    Relative paths are tried under the annotation folder, then under each of ``subdirs`` of it. Returns None for
+    an empty value; the caller decides whether the record needs an image. Paths are checked to exist (cheap);
+    embedded bytes are verified and wrapped lazily so a whole benchmark is not decoded up front.
+    """
+    from PIL import Image
+
+    from corl_vl.data.images import lazy_image
+
+    where = f"{ctx.where(record_id)} field '{field}'"
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, Image.Image):
+        return value
+    if isinstance(value, dict):
+        if value.get("bytes"):
+            return lazy_image(value["bytes"], where=where)
+        value = value.get("path")
+        if not value:
+            return None
+    if isinstance(value, bytes | bytearray):
+        return lazy_image(bytes(value), where=where)
+    if not isinstance(value, str | Path):
+        raise CorlError(f"{where}: unsupported image value of type {type(value).__name__}")
+    path = Path(value)
+    if path.is_absolute():
+        candidates = [path]
+    elif ctx.root is None:
+        raise CorlError(
+            f"{where}: image path '{value}' but the rows come from the hub (no folder to resolve it)"
+        )
+    else:
+        candidates = [ctx.root / path, *(ctx.root / sub / path for sub in subdirs)]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise CorlError(f"{where}: image file not found: {candidates[0]}")
+
+
+def record_images(
+    row: dict[str, Any],
+    fields: Iterable[str],
+    ctx: RowContext,
+    record_id: str,
+    *,
+    required: bool = True,
+    subdirs: tuple[str, ...] = (),
+) -> list[ImageLike]:
+    """The record's image (first non-empty of ``fields``) as a one-element list, or ``[]``.
+
+    With ``ctx.annotations_only`` nothing is resolved or required. Otherwise a record that needs an image but
+    has none, or names a file that does not exist, is a CorlError naming the record and field.
+    """
+    if ctx.annotations_only:
+        return []
+    fields = list(fields)
+    for field in fields:
+        image = resolve_image(row.get(field), ctx, record_id, field, subdirs=subdirs)
+        if image is not None:
+            return [image]
+    if required:
+        raise CorlError(f"{ctx.where(record_id)}: no image (field '{fields[-1]}')")
+    return []
+
+
+# ---------------------------------------------------------------------------------------------- file reading
+def _read_json(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise CorlError(f"{path}: not valid JSON ({err})") from None
+    if isinstance(data, dict):
+        # MathVista: a dict keyed by pid; other dumps wrap the rows in {"data": [...]}.
+        if isinstance(data.get("data"), list):
+            data = data["data"]
+        else:
+            data = list(data.values())
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise CorlError(f"{path}: expected a list of records or a dict of records keyed by id")
+    return data
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise CorlError(f"{path} line {lineno}: not valid JSON ({err})") from None
+            if not isinstance(row, dict):
+                raise CorlError(f"{path} line {lineno}: expected a JSON object")
+            rows.append(row)
+    return rows
+
+
+def _read_parquet(path: Path) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path).to_pylist()
+    except Exception as err:  # pyarrow raises several unrelated types for a bad file
+        raise CorlError(f"{path}: cannot read parquet ({err})") from None
+
+
+def _read_csv(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def read_annotation_file(path: Path) -> list[dict[str, Any]]:
+    """All rows of one annotation file (json, jsonl, parquet or csv)."""
+    readers = {".json": _read_json, ".jsonl": _read_jsonl, ".parquet": _read_parquet, ".csv": _read_csv}
+    reader = readers.get(path.suffix.lower())
+    if reader is None:
+        raise CorlError(f"{path}: unsupported annotation format (use {', '.join(_ANNOTATION_SUFFIXES)})")
+    if not path.is_file():
+        raise CorlError(f"annotation file not found: {path}")
+    return reader(path)
+
+
+def find_annotation_files(folder: Path, split: str | None, spec: BenchmarkSpec) -> list[Path]:
+    """The annotation file(s) of ``split`` inside a benchmark folder.
+
+    Looks for ``<split>.<ext>`` (also under ``data/``) and HF snapshot shards ``<split>-*.parquet``; when the
+    split was not given and the folder holds exactly one annotation file, that file is used (e.g. MathVerse's
+    ``testmini_text_only.json``).
+    """
+    wanted = [split] if split else list(spec.splits)
+    for name in wanted:
+        for base in (folder, folder / "data"):
+            for ext in _ANNOTATION_SUFFIXES:
+                if (base / f"{name}{ext}").is_file():
+                    return [base / f"{name}{ext}"]
+            shards = sorted(base.glob(f"{name}-*.parquet"))
+            if shards:
+                return shards
+    found = sorted(
+        p for base in (folder, folder / "data") if base.is_dir() for p in base.iterdir()
+        if p.suffix.lower() in _ANNOTATION_SUFFIXES and p.is_file()
+    )  # fmt: skip
+    if split is None and len(found) == 1:
+        return found
+    listing = ", ".join(p.name for p in found) or "no annotation files"
+    raise CorlError(
+        f"{folder}: no annotation file for {spec.name} split '{split or spec.splits[0]}' (found: {listing}); "
+        f"pass the annotation file itself or --split"
+    )
+
+
+def _hub_rows(
+    spec: BenchmarkSpec, split: str, annotations_only: bool
+) -> tuple[Iterator[dict[str, Any]], str]:
+    """The hub split's rows; image columns are dropped when only annotations are needed (no decoding)."""
+    import datasets
+
+    label = f"hub:{spec.hub_id}{'/' + spec.hub_config if spec.hub_config else ''}:{split}"
+    try:
+        ds = datasets.load_dataset(spec.hub_id, spec.hub_config, split=split)
+    except Exception as err:  # network, auth (GPQA is gated), unknown split: one line, then a way out
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CorlError(
+            f"cannot load {spec.name} from the hub ({label}): {first}; pass --data with a local copy"
+        ) from None
+    if annotations_only:
+        images = [name for name, feature in ds.features.items() if isinstance(feature, datasets.Image)]
+        ds = ds.remove_columns(images) if images else ds
+    return iter(ds), label
+
+
+# ---------------------------------------------------------------------------------------------- entry point
+def load_benchmark(
+    name: str,
+    data: str | Path | None = None,
+    *,
+    split: str | None = None,
+    annotations_only: bool = False,
+    limit: int | None = None,
+) -> list[Problem]:
+    """The benchmark's records as Problems, in source order, with unique string ids.
+
+    Args:
+        name: a benchmark name (see :data:`corl_vl.eval.benchmarks.SPECS`).
+        data: a local folder or annotation file; None loads the official hub dataset.
+        split: which split (default: the benchmark's first known split).
+        annotations_only: skip images entirely (scoring existing responses).
+        limit: keep only the first ``limit`` records.
+    """
+    from corl_vl.eval.benchmarks import get_spec
+
+    spec = get_spec(name)
+    if split is not None and data is None and split not in spec.splits:
+        raise CorlError(f"{name}: unknown split '{split}'; known: {', '.join(spec.splits)}")
+    sources: list[tuple[Iterable[dict[str, Any]], str, Path | None]] = []
+    if data is None:
+        rows, label = _hub_rows(spec, split or spec.splits[0], annotations_only)
+        sources.append((rows, label, None))
+    else:
+        path = Path(data).expanduser()
+        if path.is_dir():
+            files = find_annotation_files(path, split, spec)
+            root = path
+        elif path.is_file():
+            files, root = [path], path.parent
+        else:
+            raise CorlError(f"{name}: --data {path} does not exist")
+        sources += [(read_annotation_file(f), str(f), root) for f in files]
+
+    problems: list[Problem] = []
+    seen: dict[str, str] = {}
+    index = 0
+    for rows, label, root in sources:
+        for row in rows:
+            if limit is not None and len(problems) >= limit:
+                break
+            ctx = RowContext(source=label, index=index, root=root, annotations_only=annotations_only)
+            problem = spec.to_problem(dict(row), ctx)
+            if problem.id in seen:
+                raise CorlError(f"{ctx.where(problem.id)}: duplicate id (first seen at {seen[problem.id]})")
+            seen[problem.id] = ctx.where()
+            problems.append(problem)
+            index += 1
+    if not problems:
+        raise CorlError(f"{name}: no records found in {data or spec.hub_id}")
+    return problems

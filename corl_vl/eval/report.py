@@ -1,0 +1,182 @@
+"""Evaluation I/O: reading response files, writing results.json / responses.jsonl, report.md and a bar chart.
+
+Every file is written to a temporary name and renamed, so an interrupted run never leaves a half-written
+results file that looks complete. Response files are keyed by record id (never by position): lines carry
+``id`` and ``response`` (one string) or ``responses`` (a list); several lines for one id accumulate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from corl_vl.errors import CorlError
+from corl_vl.eval.scoring.base import RecordScore
+
+# Metrics shown next to the headline number in report.md, per benchmark.
+_REPORT_METRICS = {
+    "wemath": ("score_strict", "score_loose", "IK", "IG", "CM_strict", "RM_strict", "S1", "S2", "S3")
+}
+
+
+# ---------------------------------------------------------------------------------------------- writing
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder and an atomic rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
+    write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def write_run(folder: Path, results: Mapping[str, Any], records: Mapping[str, RecordScore]) -> None:
+    """``results.json`` and ``responses.jsonl`` (response, extracted, correct per record) in ``folder``."""
+    write_json(folder / "results.json", results)
+    write_jsonl(folder / "responses.jsonl", (r.to_json() for r in records.values()))
+
+
+# ---------------------------------------------------------------------------------------------- reading
+def read_responses(path: str | Path) -> dict[str, list[str]]:
+    """Responses keyed by record id from a JSONL file (``id`` + ``response`` or ``responses`` per line)."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise CorlError(f"responses file not found: {path}")
+    out: dict[str, list[str]] = {}
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path} line {lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise CorlError(f"{where}: not valid JSON ({err})") from None
+            if not isinstance(row, dict) or row.get("id") is None:
+                raise CorlError(f"{where}: missing field 'id'")
+            if "response" in row:
+                found = [row["response"]]
+            elif "responses" in row and isinstance(row["responses"], list):
+                found = row["responses"]
+            else:
+                raise CorlError(f"{where}: missing field 'response' (or a 'responses' list)")
+            if not all(isinstance(r, str) for r in found):
+                raise CorlError(f"{where}: field 'response' must be a string")
+            out.setdefault(str(row["id"]), []).extend(found)
+    return out
+
+
+def check_ids(responses: Mapping[str, Sequence[str]], ids: Iterable[str], source: str) -> list[str]:
+    """Response ids that are not benchmark records (returned for reporting); none matching is an error."""
+    known = set(ids)
+    unknown = [i for i in responses if i not in known]
+    if responses and len(unknown) == len(responses):
+        raise CorlError(
+            f"{source}: none of its {len(responses)} ids is a record of this benchmark "
+            f"(e.g. '{unknown[0]}'); wrong --benchmark or --data?"
+        )
+    return unknown
+
+
+# ---------------------------------------------------------------------------------------------- report
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}"
+
+
+def render_markdown(table: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+    """report.md: overall accuracy (%) per run × benchmark, then each benchmark's main metrics."""
+    runs = list(table)
+    benchmarks = list(dict.fromkeys(b for run in table.values() for b in run))
+    lines = [
+        "# Evaluation report",
+        "",
+        "Overall (%; We-Math: strict score). Records without a response count as wrong.",
+        "",
+    ]
+    lines.append("| run | " + " | ".join(benchmarks) + " |")
+    lines.append("|---|" + "---:|" * len(benchmarks))
+    for run in runs:
+        cells = [_pct(table[run][b]["overall"]) if b in table[run] else "–" for b in benchmarks]
+        lines.append(f"| {run} | " + " | ".join(cells) + " |")
+    for bench in benchmarks:
+        keys = _REPORT_METRICS.get(bench, ("accuracy",))
+        lines += ["", f"## {bench}", "", "| run | records | missing | " + " | ".join(keys) + " |"]
+        lines.append("|---|---:|---:|" + "---:|" * len(keys))
+        for run in runs:
+            res = table[run].get(bench)
+            if res is None:
+                continue
+            cells = [_pct(res["metrics"].get(k)) for k in keys]
+            lines.append(f"| {run} | {res['n_records']} | {res['n_missing']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_bars(table: Mapping[str, Mapping[str, Mapping[str, Any]]], path: Path) -> None:
+    """Grouped bar chart of the overall numbers: benchmarks on the x axis, one bar per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = list(table)
+    benchmarks = list(dict.fromkeys(b for run in table.values() for b in run))
+    width = 0.8 / max(1, len(runs))
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(benchmarks) * max(1, len(runs)) ** 0.5 + 2), 3.6))
+    for i, run in enumerate(runs):
+        xs = [j + (i - (len(runs) - 1) / 2) * width for j in range(len(benchmarks))]
+        ys = [100 * table[run][b]["overall"] if b in table[run] else 0.0 for b in benchmarks]
+        bars = ax.bar(xs, ys, width=width, label=run)
+        ax.bar_label(bars, fmt="%.1f", fontsize=7)
+    ax.set_xticks(range(len(benchmarks)), benchmarks)
+    ax.set_ylabel("overall (%)")
+    ax.set_ylim(0, 105)
+    if len(runs) > 1:
+        ax.legend(fontsize=8)
+    else:
+        ax.set_title(runs[0], fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=120)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        Path(tmp).unlink(missing_ok=True)
+
+
+def write_outputs(
+    output_dir: Path, runs: Mapping[str, Mapping[str, tuple[Mapping[str, Any], Mapping[str, RecordScore]]]]
+) -> dict[str, Path]:
+    """Write every run's files plus report.md and report.png; returns where each results.json went.
+
+    One run on one benchmark writes ``results.json`` and ``responses.jsonl`` straight into ``output_dir``;
+    otherwise each goes to ``output_dir/<run>/<benchmark>/``.
+    """
+    pairs = [(run, bench) for run, by_bench in runs.items() for bench in by_bench]
+    written: dict[str, Path] = {}
+    for run, bench in pairs:
+        folder = output_dir if len(pairs) == 1 else output_dir / run / bench
+        results, records = runs[run][bench]
+        write_run(folder, results, records)
+        written[f"{run}/{bench}"] = folder / "results.json"
+    table = {run: {bench: res for bench, (res, _) in by_bench.items()} for run, by_bench in runs.items()}
+    write_text_atomic(output_dir / "report.md", render_markdown(table))
+    plot_bars(table, output_dir / "report.png")
+    return written
