@@ -1,0 +1,120 @@
+"""Atomic checkpoints of a whole cohort and exact resume.
+
+Why: a multi-hour cohort run must survive being killed, and "resume" must mean *the same run* — on CPU a run
+killed after step k and resumed ends with the same metrics and weights as an uninterrupted one. So a
+checkpoint holds everything the next step depends on: each agent's weights (an HF folder, safetensors, plus its
+processor, loadable with ``from_pretrained``), optimizer and scheduler state, the sampler position, and the RNG
+states. Rollout seeds are derived from (seed, step, agent), never from RNG history.
+
+Layout::
+
+    RUN_DIR/checkpoints/step-000010/
+        cohort_state.pt            step, sampler, RNG states
+        meta.json                  step, agent names (written last: a folder without it is not a checkpoint)
+        <agent>/                   config.json, model.safetensors, processor files, trainer_state.pt
+    RUN_DIR/checkpoints/latest     name of the newest complete checkpoint
+
+Atomicity: everything is written into a hidden temporary folder, then renamed into place; ``latest`` is
+replaced with ``os.replace``. A crash mid-save leaves the previous checkpoint untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from corl_vl.errors import CorlError
+
+CHECKPOINTS = "checkpoints"
+
+
+def _rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(run_dir: str | Path, cohort: Any) -> Path:
+    """Write a checkpoint of ``cohort`` at its current step; returns its folder."""
+    root = Path(run_dir) / CHECKPOINTS
+    root.mkdir(parents=True, exist_ok=True)
+    name = f"step-{cohort.step_index:06d}"
+    final = root / name
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=root))
+    try:
+        for agent in cohort.agents:
+            folder = tmp / agent.name
+            agent.model.save_pretrained(folder, safe_serialization=True)
+            agent.adapter.processor.save_pretrained(folder)
+            torch.save(agent.state_dict(), folder / "trainer_state.pt")
+        torch.save({"cohort": cohort.state_dict(), "rng": _rng_state()}, tmp / "cohort_state.pt")
+        meta = {"step": cohort.step_index, "agents": [a.name for a in cohort.agents]}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+        if final.exists():  # re-saving the same step (e.g. the end of a run that just saved): replace it
+            old = root / f".{name}.old"
+            shutil.rmtree(old, ignore_errors=True)
+            final.rename(old)
+            tmp.rename(final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    latest_tmp = root / ".latest.tmp"
+    latest_tmp.write_text(name)
+    os.replace(latest_tmp, root / "latest")
+    return final
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint of a run, or None."""
+    root = Path(run_dir) / CHECKPOINTS
+    pointer = root / "latest"
+    if pointer.exists():
+        path = root / pointer.read_text().strip()
+        if (path / "meta.json").exists():
+            return path
+    done = sorted(p for p in root.glob("step-*") if (p / "meta.json").exists()) if root.exists() else []
+    return done[-1] if done else None
+
+
+def load_checkpoint(path: str | Path, cohort: Any) -> int:
+    """Restore ``cohort`` (already built from the same config) from ``path``; returns the step to run next."""
+    path = Path(path)
+    meta_file = path / "meta.json"
+    if not meta_file.exists():
+        raise CorlError(f"{path}: not a complete checkpoint (no meta.json)")
+    meta = json.loads(meta_file.read_text())
+    names = [a.name for a in cohort.agents]
+    if meta["agents"] != names:
+        raise CorlError(f"{path}: checkpoint has agents {meta['agents']}, the config has {names}")
+    for agent in cohort.agents:
+        folder = path / agent.name
+        saved = type(agent.model).from_pretrained(folder, dtype=next(agent.model.parameters()).dtype)
+        missing, unexpected = agent.model.load_state_dict(saved.state_dict(), strict=False)
+        if missing or unexpected:
+            raise CorlError(f"{folder}: weights do not match agent {agent.name} (missing {missing[:3]})")
+        del saved
+        agent.load_state_dict(torch.load(folder / "trainer_state.pt", weights_only=False))
+        agent.sync()
+    state = torch.load(path / "cohort_state.pt", weights_only=False)
+    cohort.load_state_dict(state["cohort"])
+    _set_rng_state(state["rng"])
+    return int(meta["step"])

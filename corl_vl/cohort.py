@@ -1,0 +1,325 @@
+"""The cohort step: same problem ids for every agent → rollouts → answers exchanged by id → labels → rewards
+→ advantages → every agent updates → weights synced → metrics.
+
+Why one object owns all agents: Co-RL couples agents only through rewards, and the coupling must be exact — the
+public release swapped labels through files checked only by length. Here every hand-over is keyed by problem
+id and verified: the sampler draws ids, each agent renders *its own view* of those ids, the engine must return
+them in order, and :func:`corl_vl.rewards.peer_pseudo_labels` refuses answers for different id sets.
+
+Self-rewarding baselines (TTRL, EMPO, Intuitor, RENT) and the GT reward run through this same loop (each agent
+rewarded by itself or the dataset), so comparisons with Co-RL differ only in the reward.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from corl_vl.agent import Agent, Batch
+from corl_vl.answers import extract_answer, vote
+from corl_vl.answers.equivalence import equivalent
+from corl_vl.config import CohortConfig
+from corl_vl.data.problem import Problem
+from corl_vl.errors import CorlError
+from corl_vl.grpo import group_advantages
+from corl_vl.rewards import (
+    empo_rewards,
+    gt_rewards,
+    intuitor_rewards,
+    match_rewards,
+    peer_pseudo_labels,
+    rent_rewards,
+    ttrl_rewards,
+)
+from corl_vl.topology import Topology, from_config
+
+SYNTHETIC_DEFAULT_N = 256
+
+
+# ------------------------------------------------------------------------------------------------ data
+def load_base_problems(cfg: CohortConfig) -> list[Problem]:
+    """The cohort's problems (the original view); their ids are what every agent is asked about."""
+    d = cfg.data
+    if d.train == "synthetic":
+        from corl_vl.data.synth import generate_problems
+
+        return generate_problems(d.limit or SYNTHETIC_DEFAULT_N, seed=d.seed, split=d.split)
+    from pathlib import Path
+
+    from corl_vl.data.datasets import load_problems
+
+    split = d.split if Path(d.train).is_dir() else None
+    return load_problems(d.train, split=split, limit=d.limit)
+
+
+def agent_view(
+    base: Sequence[Problem], cfg: CohortConfig, data_view: str | None, text_only: bool
+) -> list[Problem]:
+    """An agent's rendering of ``base``: a verified paired file, the text rendering, or the original."""
+    from corl_vl.data.paired import load_paired_view, verify_paired_views
+
+    d = cfg.data
+    if data_view:
+        return load_paired_view(base, data_view, limit=d.limit)
+    if not text_only or not any(p.images for p in base):
+        return list(base)
+    if d.train == "synthetic":
+        from corl_vl.data.synth import to_text_problem
+
+        return [to_text_problem(p) for p in base]
+    from pathlib import Path
+
+    from corl_vl.data.datasets import load_problems
+
+    split = d.split if Path(d.train).is_dir() else None
+    view = load_problems(d.train, split=split, limit=d.limit, text_only=True)
+    verify_paired_views(base, view, source=f"{d.train} (text rendering)")
+    return view
+
+
+@dataclass
+class Sampler:
+    """Seeded epochs over problem ids; its state (epoch, cursor) is all a resume needs."""
+
+    ids: list[str]
+    seed: int
+    shuffle: bool = True
+    epoch: int = 0
+    cursor: int = 0
+
+    def _order(self) -> list[str]:
+        order = list(self.ids)
+        if self.shuffle:
+            random.Random(f"corl-vl-sampler:{self.seed}:{self.epoch}").shuffle(order)
+        return order
+
+    def next(self, n: int) -> list[str]:
+        """The next ``n`` distinct ids (an epoch boundary starts a fresh permutation)."""
+        if n > len(self.ids):
+            raise CorlError(
+                f"data.problems_per_step={n} but the training data has only {len(self.ids)} problems"
+            )
+        if self.cursor + n > len(self.ids):
+            self.epoch, self.cursor = self.epoch + 1, 0
+        out = self._order()[self.cursor : self.cursor + n]
+        self.cursor += n
+        return out
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "cursor": self.cursor}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.epoch, self.cursor = int(state["epoch"]), int(state["cursor"])
+
+
+# ------------------------------------------------------------------------------------------------ step
+@dataclass
+class AgentStep:
+    """What one agent produced this step (kept for rewards, metrics and tests)."""
+
+    prompts: list[Any]
+    rollouts: list[Any]
+    answers: dict[str, list[str | None]]
+    rewards: dict[str, list[float]] = field(default_factory=dict)
+    labels: dict[str, str | None] = field(default_factory=dict)
+    scored: Any = None  # no-grad CompletionLogprobs of every completion
+
+
+def rollout_seed(seed: int, step: int, agent_index: int) -> int:
+    return (seed * 1_000_003 + step * 7_919 + agent_index * 104_729) % (2**31 - 1)
+
+
+class Cohort:
+    """All agents, the topology, the sampler; :meth:`step` runs one Co-RL (or baseline) step."""
+
+    def __init__(self, cfg: CohortConfig, agents: list[Agent], base: Sequence[Problem]) -> None:
+        if len(agents) != len(cfg.agents):
+            raise CorlError(f"{len(agents)} agents built for {len(cfg.agents)} configured")
+        self.cfg = cfg
+        self.agents = agents
+        self.base = {p.id: p for p in base}
+        self.sampler = Sampler([p.id for p in base], seed=cfg.train.seed, shuffle=cfg.data.shuffle)
+        self.topology: Topology | None = None
+        if cfg.train.reward == "co_rl":
+            spec: Any = {"graph": cfg.topology.edges} if cfg.topology.kind == "graph" else cfg.topology.kind
+            self.topology = from_config(spec, len(agents), agent_names=[a.name for a in agents])
+        self.step_index = 0
+        self.last: list[AgentStep] = []
+
+    @classmethod
+    def from_config(cls, cfg: CohortConfig, *, device: str = "cpu") -> Cohort:
+        base = load_base_problems(cfg)
+        agents = []
+        for acfg in cfg.agents:
+            from model_adapters.registry import create_adapter
+
+            adapter = create_adapter(acfg.model, adapter=acfg.adapter, **acfg.adapter_kwargs)
+            view = agent_view(base, cfg, acfg.data_view, text_only=not adapter.supports_images)
+            agents.append(Agent.from_config(acfg, cfg, view, device=device, adapter=adapter))
+        return cls(cfg, agents, base)
+
+    # -------------------------------------------------------------------------------------- phases
+    def step(self) -> dict[str, dict[str, float]]:
+        """One step for every agent; returns ``{agent name: metrics}`` (plus ``"cohort"`` for shared ones)."""
+        cfg = self.cfg
+        ids = self.sampler.next(cfg.data.problems_per_step)
+        times: dict[str, float] = {}
+
+        t0 = time.perf_counter()
+        steps: list[AgentStep] = []
+        for i, agent in enumerate(self.agents):
+            prompts, rollouts = agent.rollout(ids, seed=rollout_seed(cfg.train.seed, self.step_index, i))
+            answers = {
+                r.problem_id: [
+                    extract_answer(c.text, agent.view[r.problem_id].choices) for c in r.completions
+                ]
+                for r in rollouts
+            }
+            steps.append(AgentStep(prompts=prompts, rollouts=rollouts, answers=answers))
+        times["time/rollout"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        for agent, st in zip(self.agents, steps):
+            agent.engine.sleep()
+            st.scored = agent.score(*self._rows(st))
+        self._rewards(ids, steps)
+        times["time/reward"] = time.perf_counter() - t0
+
+        metrics: dict[str, dict[str, float]] = {}
+        t_update = t_sync = 0.0
+        for agent, st in zip(self.agents, steps):
+            t0 = time.perf_counter()
+            rewards = torch.tensor([st.rewards[pid] for pid in ids], dtype=torch.float64)
+            adv = group_advantages(rewards, scale=cfg.grpo.advantage).reshape(-1).to(torch.float32)
+            prompts, completions = self._rows(st)
+            batch = Batch(prompts, completions, self._rollout_logprobs(st), adv)
+            m = agent.update(batch, old=st.scored)
+            t_update += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            agent.sync()
+            t_sync += time.perf_counter() - t0
+            m.update(self._step_metrics(ids, st, rewards))
+            metrics[agent.name] = m
+        times["time/update"], times["time/sync"] = t_update, t_sync
+        for m in metrics.values():
+            m.update(times)
+        self.step_index += 1
+        self.last = steps
+        return metrics
+
+    def _rows(self, st: AgentStep) -> tuple[list[Any], list[list[int]]]:
+        prompts = [p for p, r in zip(st.prompts, st.rollouts) for _ in r.completions]
+        completions = [c.ids for r in st.rollouts for c in r.completions]
+        return prompts, completions
+
+    @staticmethod
+    def _rollout_logprobs(st: AgentStep) -> torch.Tensor:
+        comps = [c for r in st.rollouts for c in r.completions]
+        width = max((len(c.ids) for c in comps), default=0)
+        out = torch.zeros(len(comps), width, dtype=torch.float32)
+        for i, c in enumerate(comps):
+            out[i, : len(c.logprobs)] = torch.tensor(c.logprobs, dtype=torch.float32)
+        return out
+
+    def _rewards(self, ids: list[str], steps: list[AgentStep]) -> None:
+        """Fill every agent's rewards (and labels where the reward has labels) per ``train.reward``."""
+        kind = self.cfg.train.reward
+        choices = {pid: self.base[pid].choices for pid in ids}
+        tp = self.cfg.topology
+        if kind == "co_rl":
+            assert self.topology is not None
+            votes = peer_pseudo_labels(
+                [st.answers for st in steps],
+                self.topology,
+                choices=choices,
+                tie_policy=tp.ties,
+                min_share=tp.min_share,
+            )
+            for st, v in zip(steps, votes):
+                st.labels = {pid: v[pid].label for pid in ids}
+                st.rewards = match_rewards(st.answers, st.labels, choices)
+            return
+        for agent, st in zip(self.agents, steps):
+            if kind == "ttrl":
+                st.labels = {
+                    pid: vote(
+                        st.answers[pid], choices=choices[pid], tie_policy=tp.ties, min_share=tp.min_share
+                    ).label
+                    for pid in ids
+                }
+                st.rewards = ttrl_rewards(st.answers, choices, tie_policy=tp.ties, min_share=tp.min_share)
+            elif kind == "empo":
+                st.rewards = empo_rewards(st.answers, choices)
+            elif kind == "gt":
+                gold = {pid: self.base[pid].answer for pid in ids}
+                st.rewards = gt_rewards(st.answers, gold, choices)
+            else:  # intuitor | rent: per-sequence rewards from the trainer's own token distributions
+                per_seq = self._token_rewards(kind, agent, st)
+                k = self.cfg.grpo.k
+                st.rewards = {pid: per_seq[i * k : (i + 1) * k] for i, pid in enumerate(ids)}
+
+    def _token_rewards(self, kind: str, agent: Agent, st: AgentStep) -> list[float]:
+        scored = st.scored
+        temperature = self.cfg.grpo.temperature or 1.0
+        if kind == "rent":
+            values = rent_rewards(scored.entropy, scored.mask)
+        else:
+            certainty = getattr(scored, "self_certainty", None)
+            if certainty is None:
+                raise CorlError(
+                    f"train.reward=intuitor: adapter '{agent.adapter.name}' does not report per-token self-certainty"
+                )
+            values = intuitor_rewards(certainty, scored.mask, temperature=temperature)
+        return [float(v) for v in values]
+
+    # ------------------------------------------------------------------------------------------ metrics
+    def _step_metrics(self, ids: list[str], st: AgentStep, rewards: torch.Tensor) -> dict[str, float]:
+        """Reward, label and completion statistics of one agent's step (monitoring only)."""
+        comps = [c for r in st.rollouts for c in r.completions]
+        lengths = [len(c.ids) for c in comps]
+        m: dict[str, float] = {
+            "reward/mean": float(rewards.mean()),
+            "reward/std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
+            "groups/zero_std_frac": float((rewards.std(dim=1) == 0).float().mean())
+            if rewards.shape[1] > 1
+            else 1.0,
+            "length/mean": sum(lengths) / len(lengths),
+            "length/min": float(min(lengths)),
+            "length/max": float(max(lengths)),
+            "length/clipped_frac": sum(c.clipped for c in comps) / len(comps),
+            "answer/parsed_frac": sum(a is not None for pid in ids for a in st.answers[pid]) / len(comps),
+        }
+        gold = {pid: self.base[pid].answer for pid in ids if self.base[pid].answer is not None}
+        choices = {pid: self.base[pid].choices for pid in ids}
+        if gold:
+            hits = [equivalent(gold[pid], a, choices[pid]) for pid in gold for a in st.answers[pid]]
+            m["answer/accuracy"] = sum(hits) / len(hits)
+        if st.labels:
+            labelled = [pid for pid in ids if st.labels.get(pid) is not None]
+            m["label/coverage"] = len(labelled) / len(ids)
+            checked = [pid for pid in labelled if pid in gold]
+            if checked:  # monitoring only: never used to select checkpoints
+                m["label/accuracy"] = sum(
+                    equivalent(gold[p], st.labels[p], choices[p]) for p in checked
+                ) / len(checked)
+            agree = []
+            for pid in labelled if self.cfg.train.reward == "co_rl" else []:
+                own = vote(st.answers[pid], choices=choices[pid]).label
+                if own is not None:
+                    agree.append(equivalent(st.labels[pid], own, choices[pid]))
+            if agree:
+                m["peer/agreement"] = sum(agree) / len(agree)
+        return m
+
+    # ------------------------------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        return {"step": self.step_index, "sampler": self.sampler.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.step_index = int(state["step"])
+        self.sampler.load_state_dict(state["sampler"])

@@ -1,0 +1,400 @@
+"""Cohort configuration: dataclasses, YAML loading and ``--set a.b=c`` overrides.
+
+Why typed dataclasses and a strict loader: a typo in a YAML key (``epsilom: 0.3``) must not silently train
+with the default. Every key is checked against the dataclass fields and every value is coerced to the field's
+type; anything else is a :class:`CorlError` naming the key and the file (or ``--set``).
+
+Defaults are the paper's release hyper-parameters for VLM cohorts (REFERENCE.md §2); text cohorts override
+K, lengths and prompts per step in their YAML.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from corl_vl.errors import CorlError
+
+REWARDS = ("co_rl", "ttrl", "intuitor", "rent", "empo", "gt")
+ENGINES = ("hf", "vllm")
+TOPOLOGIES = ("mutual", "ring", "all_peers", "graph")
+
+
+@dataclass
+class AgentConfig:
+    """One cohort member."""
+
+    name: str = ""
+    model: str = ""  # preset name (``qwen2.5-vl-3b``, ``tiny-qwen2.5-vl``) or a local checkpoint folder
+    adapter: str | None = None  # adapter name when ``model`` is a path the registry cannot infer
+    adapter_kwargs: dict[str, Any] = field(
+        default_factory=dict
+    )  # passed to the adapter (image limits, dtype …)
+    data_view: str | None = None  # paired (e.g. rephrased) view of the training data; None → the original
+    lr: float | None = None  # None → train.lr
+    importance_ratio_cap: float | None = None  # None → grpo's, else the adapter's default
+
+
+@dataclass
+class TopologyConfig:
+    """Who supervises whom (see :mod:`corl_vl.topology`)."""
+
+    kind: str = "mutual"  # mutual (N=2) | ring | all_peers | graph
+    edges: dict[str, list[str]] = field(default_factory=dict)  # graph: agent → its supervisors
+    min_share: float = 0.0  # no label when the top answer's vote share is below this
+    ties: str = "none"  # what a tie gives: "none" (no label) or "first"
+
+
+@dataclass
+class DataConfig:
+    """The training problems every agent sees (by id), in a seeded order."""
+
+    train: str = "synthetic"  # "synthetic" (generated visual math) or a file/folder for load_problems
+    split: str = "train"
+    limit: int | None = None  # use the first N problems of the source (synthetic: how many to generate)
+    problems_per_step: int = 8
+    shuffle: bool = True
+    seed: int = 0  # synthetic data's generator seed (the sampling order follows train.seed)
+
+
+@dataclass
+class GrpoConfig:
+    """The policy update."""
+
+    k: int = 4  # completions per problem
+    epsilon: float = 0.2
+    epsilon_high: float | None = None
+    beta: float = 0.0  # KL to a frozen reference (0 → no reference model, as in the release)
+    loss_type: str = "bnpo"  # bnpo | grpo | dr_grpo
+    advantage: str = "grpo"  # grpo (std-scaled) | dr_grpo (centred only)
+    importance_ratio_cap: float | None = None  # None → the adapter's default; 0 → no IS correction
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 512
+    micro_batch_size: int = 8  # completions per forward/backward on the trainer
+
+
+@dataclass
+class RolloutConfig:
+    """How completions are sampled."""
+
+    engine: str = "hf"  # hf | vllm
+    gpu_memory_utilization: float = 0.45  # vLLM colocated on GPU
+    kv_cache_memory_bytes: int = 256 * 1024 * 1024  # vLLM on CPU (otherwise it reserves ~21 GiB)
+    sleep_between_phases: bool = True  # vLLM on GPU: sleep during the update, wake for rollouts
+    batch_size: int = 16  # prompts per HF generate call
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation, schedule, run bookkeeping."""
+
+    max_steps: int = 100
+    lr: float = 1e-6
+    warmup_ratio: float = 0.03
+    scheduler: str = "cosine"  # cosine | constant
+    adam_betas: tuple[float, float] = (0.9, 0.95)
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    seed: int = 0
+    save_every: int = 0  # 0 → only at the end
+    output_dir: str = "runs/cohort"
+    reward: str = "co_rl"  # co_rl | ttrl | intuitor | rent | empo | gt
+    gradient_checkpointing: bool = False
+    deepspeed: str | None = None  # a DeepSpeed JSON config (distributed runs)
+    plot: bool = True  # PNG curves at the end of the run
+
+
+@dataclass
+class EvalConfig:
+    """Optional periodic evaluation (never used to select checkpoints)."""
+
+    every: int = 0  # 0 → off
+    source: str | None = None
+    limit: int | None = None
+    max_new_tokens: int = 512
+
+
+@dataclass
+class CohortConfig:
+    agents: list[AgentConfig] = field(default_factory=list)
+    topology: TopologyConfig = field(default_factory=TopologyConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    grpo: GrpoConfig = field(default_factory=GrpoConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def agent_names(self) -> list[str]:
+        return [a.name for a in self.agents]
+
+
+# ---------------------------------------------------------------------------------------------------- loading
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> CohortConfig:
+    """Read a YAML cohort file, apply ``--set key=value`` overrides, validate."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise CorlError(f"config file not found: {path}") from None
+    except yaml.YAMLError as err:
+        line = getattr(getattr(err, "problem_mark", None), "line", None)
+        where = f"{path}:{line + 1}" if line is not None else str(path)
+        raise CorlError(f"invalid YAML in {where}: {getattr(err, 'problem', err)}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise CorlError(f"{path}: the top level must be a mapping of sections (agents, grpo, train, …)")
+    cfg = _build(CohortConfig, raw, "", str(path))
+    return finalize(apply_overrides(cfg, overrides or []), str(path))
+
+
+def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> CohortConfig:
+    """Same checks as :func:`load_config` for an in-memory mapping (tests, ``--pair``)."""
+    return finalize(_build(CohortConfig, raw, "", source), source)
+
+
+def pair_config(presets: list[str], overrides: list[str] | None = None) -> CohortConfig:
+    """A cohort of the given presets with default hyper-parameters (``corl-vl train --pair a,b[,c]``)."""
+    if len(presets) < 2 or any(not p for p in presets):
+        raise CorlError("--pair needs at least two comma-separated preset names, e.g. --pair a,b")
+    names = _unique_names(presets)
+    raw = {
+        "agents": [{"name": n, "model": p} for n, p in zip(names, presets)],
+        "topology": {"kind": "mutual" if len(presets) == 2 else "ring"},
+    }
+    cfg = _build(CohortConfig, raw, "", "--pair")
+    return finalize(apply_overrides(cfg, overrides or []), "--pair")
+
+
+def apply_overrides(cfg: CohortConfig, overrides: list[str]) -> CohortConfig:
+    """Apply ``a.b=c`` strings; ``agents.<index|name>.field=value`` addresses one agent."""
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise CorlError(f"--set expects key=value, got '{item}'")
+        try:
+            value = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError:
+            value = text
+        _set_path(cfg, key.split("."), value, key)
+    return cfg
+
+
+def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
+    """Cross-field checks, done once after all overrides."""
+
+    def bad(key: str, msg: str) -> CorlError:
+        return CorlError(f"{key}: {msg} (in {source})")
+
+    if not cfg.agents:
+        raise bad("agents", "at least one agent is required")
+    for i, agent in enumerate(cfg.agents):
+        if not agent.model:
+            raise bad(f"agents.{i}.model", "missing (a preset name or a checkpoint folder)")
+        if not agent.name:
+            agent.name = agent.model.rstrip("/").split("/")[-1]
+    names = cfg.agent_names()
+    if len(set(names)) != len(names):
+        raise bad("agents", f"agent names must be unique, got {names}")
+    choices = {
+        "train.reward": (cfg.train.reward, REWARDS),
+        "rollout.engine": (cfg.rollout.engine, ENGINES),
+        "topology.kind": (cfg.topology.kind, TOPOLOGIES),
+        "topology.ties": (cfg.topology.ties, ("none", "first")),
+        "train.scheduler": (cfg.train.scheduler, ("cosine", "constant")),
+        "grpo.loss_type": (cfg.grpo.loss_type, ("bnpo", "grpo", "dr_grpo")),
+        "grpo.advantage": (cfg.grpo.advantage, ("grpo", "dr_grpo")),
+    }
+    for key, (value, allowed) in choices.items():
+        if value not in allowed:
+            raise bad(key, f"must be one of {', '.join(allowed)}, got '{value}'")
+    positive = {
+        "grpo.k": cfg.grpo.k,
+        "grpo.max_new_tokens": cfg.grpo.max_new_tokens,
+        "grpo.micro_batch_size": cfg.grpo.micro_batch_size,
+        "data.problems_per_step": cfg.data.problems_per_step,
+        "train.max_steps": cfg.train.max_steps,
+        "rollout.batch_size": cfg.rollout.batch_size,
+    }
+    for key, value in positive.items():
+        if value < 1:
+            raise bad(key, f"must be ≥ 1, got {value}")
+    if cfg.grpo.temperature <= 0:
+        raise bad("grpo.temperature", f"must be > 0, got {cfg.grpo.temperature}")
+    if not 0 < cfg.grpo.top_p <= 1:
+        raise bad("grpo.top_p", f"must be in (0, 1], got {cfg.grpo.top_p}")
+    if not 0 <= cfg.train.warmup_ratio < 1:
+        raise bad("train.warmup_ratio", f"must be in [0, 1), got {cfg.train.warmup_ratio}")
+    if cfg.train.reward == "co_rl" and len(cfg.agents) < 2:
+        raise bad("agents", "Co-RL needs at least two agents (use --baseline for a single model)")
+    if cfg.topology.kind == "mutual" and cfg.train.reward == "co_rl" and len(cfg.agents) != 2:
+        raise bad(
+            "topology.kind", f"mutual needs exactly 2 agents, got {len(cfg.agents)} (use ring or all_peers)"
+        )
+    if cfg.topology.kind == "graph":
+        unknown = {n for k, v in cfg.topology.edges.items() for n in [k, *v]} - set(names)
+        if unknown:
+            raise bad("topology.edges", f"unknown agent(s) {sorted(unknown)}; agents are {names}")
+    return cfg
+
+
+# ------------------------------------------------------------------------------------------- typed building
+
+
+def _unique_names(presets: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    names = []
+    for p in presets:
+        base = p.rstrip("/").split("/")[-1]
+        seen[base] = seen.get(base, 0) + 1
+        names.append(base if seen[base] == 1 else f"{base}-{seen[base]}")
+    return names
+
+
+def _build(cls: type, raw: Any, prefix: str, source: str) -> Any:
+    """Instantiate dataclass ``cls`` from a mapping, rejecting unknown keys, coercing values."""
+    where = prefix.rstrip(".") or "the top level"
+    if not isinstance(raw, dict):
+        raise CorlError(f"{where}: expected a mapping, got {type(raw).__name__} (in {source})")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise CorlError(
+            f"unknown key '{prefix}{unknown[0]}' (in {source}); known keys here: {', '.join(sorted(known))}"
+        )
+    kwargs = {name: _coerce(hints[name], value, f"{prefix}{name}", source) for name, value in raw.items()}
+    return cls(**kwargs)
+
+
+def _coerce(tp: Any, value: Any, key: str, source: str) -> Any:
+    """Convert a YAML value to type ``tp`` or raise a CorlError naming ``key``."""
+
+    def bad() -> CorlError:
+        return CorlError(f"{key}: expected {_type_name(tp)}, got {value!r} (in {source})")
+
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(arg, value, key, source)
+            except CorlError:
+                continue
+        raise bad()
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, f"{key}.", source)
+    if tp is Any:
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise bad()
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise bad()
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML reads "1e-6" (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                raise bad() from None
+        raise bad()
+    if tp is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise bad()
+    if origin is list:
+        if not isinstance(value, list):
+            raise bad()
+        return [_coerce(args[0], v, f"{key}.{i}", source) for i, v in enumerate(value)]
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            raise bad()
+        return tuple(_coerce(a, v, f"{key}.{i}", source) for i, (a, v) in enumerate(zip(args, value)))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise bad()
+        return {str(k): _coerce(args[1], v, f"{key}.{k}", source) for k, v in value.items()}
+    raise bad()
+
+
+def _type_name(tp: Any) -> str:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args)
+    if tp is type(None):
+        return "null"
+    if origin is not None:
+        return f"{origin.__name__}[{', '.join(_type_name(a) for a in args)}]"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _set_path(obj: Any, parts: list[str], value: Any, key: str) -> None:
+    """Walk ``parts`` through dataclasses/lists/dicts and set the final one, typed by the dataclass field."""
+    head, rest = parts[0], parts[1:]
+    where = f"--set {key}"
+    if isinstance(obj, list):
+        index = _list_index(obj, head, key)
+        if not rest:
+            raise CorlError(f"{where}: cannot replace a whole list element; set one of its fields")
+        _set_path(obj[index], rest, value, key)
+        return
+    if isinstance(obj, dict):
+        if rest:
+            _set_path(obj.setdefault(head, {}), rest, value, key)
+        else:
+            obj[head] = value
+        return
+    if not dataclasses.is_dataclass(obj):
+        raise CorlError(f"{where}: '{head}' does not name a field")
+    names = {f.name for f in dataclasses.fields(obj)}
+    if head not in names:
+        raise CorlError(f"{where}: unknown key '{head}'; known keys here: {', '.join(sorted(names))}")
+    tp = typing.get_type_hints(type(obj))[head]
+    if rest:
+        current = getattr(obj, head)
+        if isinstance(current, dict):
+            inner = typing.get_args(tp)[1] if typing.get_args(tp) else Any
+            current[rest[0]] = _coerce(inner, value, key, "--set") if len(rest) == 1 else value
+            return
+        _set_path(current, rest, value, key)
+        return
+    setattr(obj, head, _coerce(tp, value, key, "--set"))
+
+
+def _list_index(items: list[Any], head: str, key: str) -> int:
+    """``agents.0`` or ``agents.<name>``."""
+    if head.isdigit() and int(head) < len(items):
+        return int(head)
+    for i, item in enumerate(items):
+        if getattr(item, "name", None) == head:
+            return i
+    raise CorlError(f"--set {key}: no element '{head}' (use an index below {len(items)} or an agent name)")
+
+
+def to_dict(cfg: CohortConfig) -> dict[str, Any]:
+    """Plain-data form (written next to a run as ``config.yaml``)."""
+    data = dataclasses.asdict(cfg)
+    data["train"]["adam_betas"] = list(cfg.train.adam_betas)
+    return data
+
+
+def save_config(cfg: CohortConfig, path: Path) -> None:
+    path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))

@@ -1,0 +1,207 @@
+"""GRPO maths, pure torch: group advantages, clipped surrogate, aggregation, KL (k3), importance weights.
+
+Why a module of its own: these few lines decide what every update does, so they are kept free of model code
+and tested on hand-computed numbers (``tests/test_grpo.py``). The trainer hands in per-token logprobs it got
+from a model adapter; nothing here knows which model produced them.
+
+Shapes: ``B`` completions (all groups of one step, flattened group-major), ``T`` completion tokens (padded);
+``mask`` is 1 on real completion tokens, 0 on padding.
+
+Conventions chosen (and tested):
+- the std in the std-scaled advantage is the *sample* std (Bessel-corrected, ``torch.std`` default), as TRL
+  computes it; a group of one completion gets advantage 0;
+- the importance weight ``ρ_t`` and the KL term are added the way TRL does: ``ρ_t`` multiplies the policy
+  term, the ``β·KL`` term is added afterwards (it is not re-weighted).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from corl_vl.errors import CorlError
+
+LOSS_TYPES = ("bnpo", "grpo", "dr_grpo")
+ADVANTAGE_TYPES = ("grpo", "dr_grpo")
+STD_EPS = 1e-4
+
+
+def group_advantages(rewards: Tensor, *, scale: str = "grpo", eps: float = STD_EPS) -> Tensor:
+    """Group-relative advantages for rewards of shape ``[G, K]`` (G groups of K completions).
+
+    ``scale="grpo"``: ``(r − mean) / (std + eps)`` with the sample std; ``"dr_grpo"``: ``r − mean`` (Dr. GRPO
+    drops the std because it up-weights near-unanimous groups). Groups whose rewards are all equal get exactly
+    0 either way, so they contribute no gradient.
+    """
+    if scale not in ADVANTAGE_TYPES:
+        raise CorlError(f"grpo.advantage must be one of {ADVANTAGE_TYPES}, got '{scale}'")
+    rewards = rewards.to(torch.float64)
+    if rewards.shape[-1] < 2:
+        return torch.zeros_like(rewards)
+    centred = rewards - rewards.mean(dim=-1, keepdim=True)
+    constant = (rewards == rewards[..., :1]).all(dim=-1, keepdim=True)
+    if scale == "grpo":
+        centred = centred / (rewards.std(dim=-1, keepdim=True) + eps)
+    return torch.where(constant, torch.zeros_like(centred), centred)
+
+
+def kl_k3(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
+    """Per-token k3 estimator of KL(π‖π_ref): ``exp(ref − logp) − (ref − logp) − 1`` (≥ 0, unbiased)."""
+    delta = ref_logprobs - logprobs
+    return torch.exp(delta) - delta - 1.0
+
+
+@dataclass
+class ImportanceWeights:
+    """Token-level importance weights of the trainer w.r.t. the rollout engine, and their statistics."""
+
+    rho: Tensor  # [B, T], truncated at the cap, 1 on padding and on tokens with non-finite rollout logprobs
+    metrics: dict[str, float]
+
+
+def importance_weights(
+    trainer_logprobs: Tensor, rollout_logprobs: Tensor, mask: Tensor, *, cap: float | None
+) -> ImportanceWeights:
+    """``ρ_t = exp(logp_trainer_old − logp_rollout)`` truncated at ``cap`` (truncated IS, no gradient).
+
+    Why: the rollout engine (vLLM, bf16 kernels) and the trainer compute slightly different distributions; the
+    ratio corrects the off-policy bias, the cap bounds its variance. Non-finite rollout logprobs (seen with
+    Gemma-3 in vLLM) are contained: those tokens get the neutral weight 1 and are counted, never propagated.
+    Statistics (min/mean/max of the raw ratio and of |Δlogp|) are over real tokens with finite logprobs.
+    """
+    trainer_logprobs = trainer_logprobs.detach()
+    rollout_logprobs = rollout_logprobs.detach().to(trainer_logprobs.dtype)
+    real = mask.bool()
+    finite = torch.isfinite(rollout_logprobs) & torch.isfinite(trainer_logprobs)
+    used = real & finite
+    diff = torch.where(used, trainer_logprobs - rollout_logprobs, torch.zeros_like(trainer_logprobs))
+    raw = torch.exp(diff)
+    rho = raw.clamp(max=cap) if cap is not None else raw
+    rho = torch.where(used, rho, torch.ones_like(rho))
+    n_used = int(used.sum())
+    metrics: dict[str, float] = {"is/nonfinite_tokens": float((real & ~finite).sum())}
+    if n_used:
+        raw_used, diff_used = raw[used], diff[used].abs()
+        metrics.update(
+            {
+                "is/ratio_min": float(raw_used.min()),
+                "is/ratio_mean": float(raw_used.mean()),
+                "is/ratio_max": float(raw_used.max()),
+                "is/truncated_frac": float((raw_used > cap).float().mean()) if cap is not None else 0.0,
+                "is/logprob_diff_mean": float(diff_used.mean()),
+                "is/logprob_diff_max": float(diff_used.max()),
+            }
+        )
+    return ImportanceWeights(rho=rho, metrics=metrics)
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """How per-token losses become one scalar (see :func:`policy_loss`)."""
+
+    epsilon: float = 0.2
+    epsilon_high: float | None = None  # None → symmetric clipping
+    beta: float = 0.0  # KL coefficient; 0 → no reference model
+    loss_type: str = "bnpo"
+    max_len: int | None = None  # dr_grpo's constant length (max_new_tokens); None → padded T
+
+    def __post_init__(self) -> None:
+        if self.loss_type not in LOSS_TYPES:
+            raise CorlError(f"grpo.loss_type must be one of {LOSS_TYPES}, got '{self.loss_type}'")
+
+
+@dataclass(frozen=True)
+class Normalizer:
+    """Batch totals a micro-batch's loss is divided by, so micro-batch losses *sum* to the full-batch loss.
+
+    ``n_sequences``: completions in the whole batch; ``n_tokens``: real completion tokens in the whole batch.
+    """
+
+    n_sequences: int
+    n_tokens: int
+
+    @classmethod
+    def of(cls, mask: Tensor) -> Normalizer:
+        return cls(n_sequences=int(mask.shape[0]), n_tokens=int(mask.sum()))
+
+
+def policy_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    spec: LossSpec,
+    *,
+    ref_logprobs: Tensor | None = None,
+    rho: Tensor | None = None,
+    entropy: Tensor | None = None,
+    normalizer: Normalizer | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """The clipped GRPO surrogate, aggregated per ``spec.loss_type``; returns ``(loss, metrics)``.
+
+    Per token: ``r = exp(logp − logp_old)``, ``ℓ = −min(r·A, clip(r, 1−ε, 1+ε_high)·A)``, times ``ρ_t`` if given,
+    plus ``β·k3`` if ``β > 0``. Aggregation:
+    - ``bnpo``: ``Σ ℓ·m / Σ m`` over the whole batch (token mean, DAPO);
+    - ``grpo``: mean over sequences of each sequence's token mean;
+    - ``dr_grpo``: ``Σ ℓ·m / (B · max_len)`` with a constant ``max_len`` (no length bias).
+    With micro-batches pass the full batch's :class:`Normalizer`; the micro-batch losses then add up exactly.
+    Metric values are means over this call's real tokens.
+    """
+    mask = mask.to(logprobs.dtype)
+    norm = normalizer or Normalizer.of(mask)
+    adv = advantages.to(logprobs.dtype).unsqueeze(-1)
+    eps_low = spec.epsilon
+    eps_high = spec.epsilon if spec.epsilon_high is None else spec.epsilon_high
+    ratio = torch.exp(logprobs - old_logprobs.detach())
+    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
+    per_token = -torch.min(ratio * adv, clipped * adv)
+    if rho is not None:
+        per_token = per_token * rho.detach().to(per_token.dtype)
+    kl = None
+    if spec.beta != 0.0:
+        if ref_logprobs is None:
+            raise CorlError("grpo.beta > 0 needs reference logprobs (a frozen reference model)")
+        kl = kl_k3(logprobs, ref_logprobs.detach())
+        per_token = per_token + spec.beta * kl
+
+    masked = per_token * mask
+    if spec.loss_type == "bnpo":
+        loss = masked.sum() / max(norm.n_tokens, 1)
+    elif spec.loss_type == "grpo":
+        loss = (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).sum() / max(norm.n_sequences, 1)
+    else:  # dr_grpo
+        max_len = spec.max_len if spec.max_len is not None else logprobs.shape[-1]
+        loss = masked.sum() / (max(norm.n_sequences, 1) * max_len)
+
+    n_tok = mask.sum().clamp(min=1.0)
+
+    def token_mean(x: Tensor) -> float:
+        return float((x.detach() * mask).sum() / n_tok)
+
+    low = ((ratio < 1.0 - eps_low) & (adv < 0)).to(mask.dtype)
+    high = ((ratio > 1.0 + eps_high) & (adv > 0)).to(mask.dtype)
+    metrics = {
+        "clip/low_frac": token_mean(low),
+        "clip/high_frac": token_mean(high),
+        "clip/frac": token_mean(low + high),
+        "ratio/mean": token_mean(ratio),
+    }
+    if kl is not None:
+        metrics["kl"] = token_mean(kl)
+    if entropy is not None:
+        metrics["entropy"] = token_mean(entropy)
+    return loss, metrics
+
+
+def masked_mean(values: Tensor, mask: Tensor) -> float:
+    """Mean of ``values`` over real tokens (0.0 if there are none); for logging."""
+    total = float(mask.sum())
+    return float((values.detach() * mask).sum()) / total if total else 0.0
+
+
+def nan_safe_mean(values: list[float]) -> float:
+    """Mean of a list, NaN for an empty one (a metric that did not apply this step)."""
+    return sum(values) / len(values) if values else math.nan

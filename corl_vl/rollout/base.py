@@ -1,0 +1,110 @@
+"""The rollout-engine protocol: problems in, K completions per problem out, with *processed* logprobs.
+
+Why a protocol: the trainer must not care whether completions came from HF ``generate`` or vLLM. Both return
+the completion token ids (including the stop token when the completion stopped), the decoded text, and one
+logprob per token under the distribution the token was actually *sampled* from (after temperature / top-p) —
+the quantity the token-level importance ratio needs (raw logprobs bias the ratio at T ≠ 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from corl_vl.data.problem import Problem
+
+if TYPE_CHECKING:
+    from model_adapters.base import PromptInputs
+
+
+@dataclass
+class Completion:
+    """One sampled completion.
+
+    Attributes:
+        ids: completion token ids; ends with the stop token when ``finish_reason == "stop"``.
+        text: decoded text without special tokens.
+        logprobs: per-token processed logprobs (one per id); at temperature 0 (greedy) they are at T = 1.
+        finish_reason: ``"stop"`` (a stop token ended it), ``"length"`` (hit max_new_tokens: clipped) or
+            ``"invalid"`` (cut before a forbidden token, see :func:`cut_at_stop`; also counted as clipped).
+    """
+
+    ids: list[int]
+    text: str
+    logprobs: list[float]
+    finish_reason: str
+
+    @property
+    def clipped(self) -> bool:
+        return self.finish_reason != "stop"
+
+
+@dataclass
+class Rollout:
+    """The K completions of one problem, keyed by the problem's id."""
+
+    problem_id: str
+    completions: list[Completion] = field(default_factory=list)
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    """What the trainer needs from an inference engine."""
+
+    def generate(
+        self,
+        problems: Sequence[Problem],
+        *,
+        k: int,
+        temperature: float,
+        top_p: float,
+        max_new_tokens: int,
+        seed: int,
+        prompts: Sequence[PromptInputs] | None = None,
+    ) -> list[Rollout]:
+        """K completions per problem, in the problems' order. ``temperature == 0`` means greedy.
+
+        ``prompts`` (the adapter's encodings of ``problems``) may be given to skip re-encoding; engines that
+        tokenise themselves ignore it. Same ``seed`` and weights → same completions.
+        """
+        ...
+
+    def sync_weights(self, model: Any) -> None:
+        """Make the engine sample from ``model``'s current weights (called after every optimizer step)."""
+        ...
+
+    def sleep(self) -> None:
+        """Release accelerator memory during the update phase (no-op where unsupported)."""
+        ...
+
+    def wake(self) -> None:
+        """Undo :meth:`sleep` before the next rollout."""
+        ...
+
+
+def cut_at_stop(
+    ids: Sequence[int], stop_ids: Sequence[int], forbidden: Sequence[int] = ()
+) -> tuple[list[int], str]:
+    """Keep tokens up to and including the first stop token; finish reason ``stop`` or ``length``.
+
+    A ``forbidden`` token (an image placeholder a model sampled as text) ends the completion *before* it, with
+    reason ``invalid``: fed back to the trainer it would be taken for an image slot and break the forward.
+    Cutting keeps every remaining token's logprob exact (suppressing the token would change them all).
+    """
+    stops, bad = set(stop_ids), set(forbidden)
+    for i, tok in enumerate(ids):
+        if tok in bad:
+            return list(ids[:i]), "invalid"
+        if tok in stops:
+            return list(ids[: i + 1]), "stop"
+    return list(ids), "length"
+
+
+def forbidden_completion_ids(adapter: Any) -> list[int]:
+    """Token ids a completion must not contain: the adapter's image placeholder token, if it has one."""
+    token = getattr(adapter, "image_token", None)
+    if not token:
+        return []
+    tok_id = adapter.tokenizer.convert_tokens_to_ids(token)
+    return [int(tok_id)] if tok_id is not None and tok_id != adapter.tokenizer.unk_token_id else []

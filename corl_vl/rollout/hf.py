@@ -1,0 +1,160 @@
+"""Rollouts with Hugging Face ``generate`` (any device; the trainer's own model object by default).
+
+Processed logprobs without holding every step's scores: temperature and top-p are applied by our own
+processors (HF's defaults and the checkpoint's ``generation_config`` — e.g. a hub ``top_k``/
+``repetition_penalty`` — are switched off), and a last processor records each step's log-softmax only until
+the next step reveals which token was sampled. Memory stays O(rows × vocab) instead of O(steps × rows × vocab).
+
+Determinism: sampling draws from the global torch RNG inside ``torch.random.fork_rng``, seeded per call, so a
+rollout depends only on (weights, prompts, seed) and the caller's RNG stream is left untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
+from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
+
+from corl_vl.data.problem import Problem
+from corl_vl.rollout.base import Completion, Rollout, cut_at_stop, forbidden_completion_ids
+
+
+class _LogprobRecorder(LogitsProcessor):
+    """Last processor: remembers log-softmax of the final scores; gathers the sampled token one step later."""
+
+    def __init__(self) -> None:
+        self.pending: torch.Tensor | None = None
+        self.steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.pending is not None:
+            self._take(input_ids[:, -1])
+        self.pending = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def _take(self, tokens: torch.Tensor) -> None:
+        assert self.pending is not None
+        self.steps.append(self.pending.gather(-1, tokens[:, None]).squeeze(-1))
+        self.pending = None
+
+    def finish(self, generated: torch.Tensor) -> torch.Tensor:
+        """``[rows, steps]`` logprobs of ``generated`` (the completion columns of ``sequences``)."""
+        if self.pending is not None and len(self.steps) < generated.shape[1]:
+            self._take(generated[:, len(self.steps)])
+        if not self.steps:
+            return torch.zeros(generated.shape[0], 0)
+        return torch.stack(self.steps[: generated.shape[1]], dim=1).cpu()
+
+
+@contextlib.contextmanager
+def _neutral_generation_config(model: Any, stop_ids: list[int], pad_id: int) -> Iterator[None]:
+    """Hide the checkpoint's generation defaults (top_k, repetition penalty …) for the duration of a call."""
+    saved = model.generation_config
+    model.generation_config = GenerationConfig(eos_token_id=stop_ids, pad_token_id=pad_id)
+    try:
+        yield
+    finally:
+        model.generation_config = saved
+
+
+class HFEngine:
+    """:class:`~corl_vl.rollout.base.RolloutEngine` over ``model.generate``.
+
+    By default it samples from the very model object the trainer updates, so :meth:`sync_weights` has nothing
+    to copy; give it a separate inference copy (another device or dtype) and sync copies the weights over.
+    """
+
+    def __init__(self, adapter: Any, model: Any, *, batch_size: int = 16) -> None:
+        self.adapter = adapter
+        self.model = model
+        self.batch_size = max(1, batch_size)  # completions (rows) per generate call
+
+    def generate(
+        self,
+        problems: Sequence[Problem],
+        *,
+        k: int,
+        temperature: float,
+        top_p: float = 1.0,
+        max_new_tokens: int,
+        seed: int,
+        prompts: Sequence[Any] | None = None,
+    ) -> list[Rollout]:
+        if prompts is None:
+            prompts = [self.adapter.encode_prompt(p) for p in problems]
+        rows = [prompt for prompt in prompts for _ in range(k)]  # each prompt repeated K times, K rows each
+        completions: list[Completion] = []
+        for chunk_index, start in enumerate(range(0, len(rows), self.batch_size)):
+            chunk = rows[start : start + self.batch_size]
+            completions += self._generate_rows(
+                chunk,
+                temperature=temperature,
+                top_p=top_p,
+                max_new_tokens=max_new_tokens,
+                seed=seed + chunk_index,
+            )
+        return [
+            Rollout(problem_id=p.id, completions=completions[i * k : (i + 1) * k])
+            for i, p in enumerate(problems)
+        ]
+
+    @torch.no_grad()
+    def _generate_rows(
+        self, rows: Sequence[Any], *, temperature: float, top_p: float, max_new_tokens: int, seed: int
+    ) -> list[Completion]:
+        model = self.model
+        device = next(model.parameters()).device
+        batch = {k: v.to(device) for k, v in self.adapter.generation_batch(rows).items()}
+        if "pixel_values" in batch and batch["pixel_values"].is_floating_point():
+            batch["pixel_values"] = batch["pixel_values"].to(self.adapter.torch_dtype)
+        greedy = temperature == 0
+        processors: list[LogitsProcessor] = []
+        if not greedy and temperature != 1.0:
+            processors.append(TemperatureLogitsWarper(temperature))
+        if not greedy and top_p < 1.0:
+            processors.append(TopPLogitsWarper(top_p))
+        recorder = _LogprobRecorder()
+        processors.append(recorder)
+        stop_ids = self.adapter.stop_token_ids
+        pad_id = self.adapter.pad_token_id
+        was_training = model.training
+        model.eval()
+        devices = [device] if device.type == "cuda" else []
+        try:
+            with _neutral_generation_config(model, stop_ids, pad_id), torch.random.fork_rng(devices=devices):
+                torch.manual_seed(seed)
+                out = model.generate(
+                    **batch,
+                    **({} if greedy else {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}),
+                    max_new_tokens=max_new_tokens,
+                    logits_processor=LogitsProcessorList(processors),
+                    eos_token_id=stop_ids,
+                    pad_token_id=pad_id,
+                    use_cache=True,
+                )
+        finally:
+            model.train(was_training)
+        sequences = out if isinstance(out, torch.Tensor) else out.sequences
+        generated = sequences[:, batch["input_ids"].shape[1] :].cpu()
+        logprobs = recorder.finish(generated.to(device))
+        forbidden = forbidden_completion_ids(self.adapter)
+        result = []
+        for row_ids, row_lp in zip(generated.tolist(), logprobs.tolist()):
+            ids, reason = cut_at_stop(row_ids, stop_ids, forbidden)
+            text = self.adapter.decode(ids)
+            result.append(Completion(ids=ids, text=text, logprobs=row_lp[: len(ids)], finish_reason=reason))
+        return result
+
+    def sync_weights(self, model: Any) -> None:
+        if model is not self.model:
+            self.model.load_state_dict(model.state_dict())
+
+    def sleep(self) -> None:
+        """Nothing to release: HF generate holds no memory between calls."""
+
+    def wake(self) -> None:
+        """See :meth:`sleep`."""

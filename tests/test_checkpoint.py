@@ -1,0 +1,97 @@
+"""Exact resume: a run killed after a checkpoint and resumed ends with the same metrics and weights."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from test_cohort import CONFIGS, TINY, ForcedTexts
+
+from corl_vl.checkpoint import latest_checkpoint
+from corl_vl.cohort import Cohort
+from corl_vl.commands.train import train
+from corl_vl.config import load_config
+from corl_vl.errors import CorlError
+
+
+class Killed(Exception):
+    pass
+
+
+def _builder(kill_at_call: int | None = None):
+    """Cohort with answers derived from the sampled ids (so rewards vary); optionally 'killed' mid-run."""
+
+    def build(cfg, device):
+        cohort = Cohort.from_config(cfg, device=device)
+        calls = {"n": 0}
+        for i, agent in enumerate(cohort.agents):
+            inner = ForcedTexts(
+                agent.engine, lambda pid, j, c, i=i: f"\\boxed{{{((c.ids or [0])[0] + i) % 3}}}"
+            )
+            if i == 0:
+                generate = inner.generate
+
+                def counted(problems, _generate=generate, **kw):
+                    if calls["n"] == kill_at_call:
+                        raise Killed
+                    calls["n"] += 1
+                    return _generate(problems, **kw)
+
+                inner.generate = counted
+            agent.engine = inner
+        return cohort
+
+    return build
+
+
+def _config(out: Path):
+    overrides = [*TINY, "train.max_steps=4", "train.save_every=2", "train.scheduler=cosine",
+                 "train.warmup_ratio=0.25", f"train.output_dir={out}"]  # fmt: skip
+    return load_config(CONFIGS / "demo.yaml", overrides)
+
+
+def _records(run: Path, agent: str):
+    lines = (run / "agents" / agent / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if not k.startswith("time/")} for line in lines]
+
+
+def _weights(run: Path, agent: str):
+    from safetensors.torch import load_file
+
+    return load_file(str(latest_checkpoint(run) / agent / "model.safetensors"))
+
+
+def test_resume_is_exact(tmp_path):
+    full, resumed = tmp_path / "full", tmp_path / "resumed"
+    train(_config(full), progress=False, build=_builder())
+    with pytest.raises(Killed):  # dies in the rollout of step index 3, after the step-2 checkpoint
+        train(_config(resumed), progress=False, build=_builder(kill_at_call=3))
+    assert latest_checkpoint(resumed).name == "step-000002"
+    assert [r["step"] for r in _records(resumed, "qwen")] == [0, 1, 2]
+    with pytest.raises(CorlError, match="--resume"):
+        train(_config(resumed), progress=False, build=_builder())
+    train(_config(resumed), resume=True, progress=False, build=_builder())
+
+    for agent in ("qwen", "internvl"):
+        a, b = _records(full, agent), _records(resumed, agent)
+        assert [r["step"] for r in b] == [0, 1, 2, 3]
+        assert a == b, agent
+        assert sum(r["trained_rows"] for r in a) > 0  # the run really trained
+        wa, wb = _weights(full, agent), _weights(resumed, agent)
+        assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert latest_checkpoint(full).name == "step-000004"
+    assert (full / "plots").exists() is False  # train.plot=false in TINY
+
+
+def test_checkpoint_folder_loads_with_from_pretrained(tmp_path):
+    run = tmp_path / "run"
+    cfg = _config(run)
+    cfg.train.max_steps = 1
+    train(cfg, progress=False, build=_builder())
+    folder = latest_checkpoint(run) / "qwen"
+    from model_adapters.registry import create_adapter
+
+    model = create_adapter(str(folder)).load_model()
+    assert sum(p.numel() for p in model.parameters()) > 0

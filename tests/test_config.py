@@ -1,0 +1,118 @@
+"""Cohort config: every shipped YAML loads; overrides are typed; bad keys/values fail with one clear line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from corl_vl.config import CohortConfig, config_from_dict, load_config, pair_config
+from corl_vl.errors import CorlError
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+YAMLS = sorted(CONFIGS.rglob("*.yaml"))
+COHORT_YAMLS = [p for p in YAMLS if p.parent.name != "accelerate"]
+
+
+def test_configs_exist():
+    names = {p.relative_to(CONFIGS).as_posix() for p in COHORT_YAMLS}
+    assert {
+        "demo.yaml",
+        "pairs/qwen2.5-vl-3b_internvl3.5-2b.yaml",
+        "pairs/qwen2.5-vl-7b_internvl3.5-8b.yaml",
+        "pairs/gemma-3-12b_internvl3.5-8b.yaml",
+        "pairs/qwen2.5-3b_llama-3.2-3b.yaml",
+        "pairs/ring3_qwen2.5-3b_llama-3.2-3b_qwen3-1.7b.yaml",
+        "pairs/different-family-plus_rephrased.yaml",
+    } <= names
+
+
+@pytest.mark.parametrize("path", COHORT_YAMLS, ids=lambda p: p.relative_to(CONFIGS).as_posix())
+def test_every_cohort_yaml_loads(path):
+    cfg = load_config(path)
+    assert isinstance(cfg, CohortConfig) and len(cfg.agents) >= 2
+
+
+def test_paper_hyperparameters_in_pairs():
+    vlm = load_config(CONFIGS / "pairs/qwen2.5-vl-3b_internvl3.5-2b.yaml")
+    assert (vlm.grpo.k, vlm.grpo.max_new_tokens, vlm.data.problems_per_step) == (4, 512, 8)
+    assert (vlm.train.lr, vlm.train.warmup_ratio, vlm.train.adam_betas, vlm.train.grad_clip) == (
+        1e-6, 0.03, (0.9, 0.95), 1.0,
+    )  # fmt: skip
+    text = load_config(CONFIGS / "pairs/qwen2.5-3b_llama-3.2-3b.yaml")
+    assert (text.grpo.k, text.grpo.max_new_tokens, text.data.problems_per_step) == (8, 1024, 16)
+    ring = load_config(CONFIGS / "pairs/ring3_qwen2.5-3b_llama-3.2-3b_qwen3-1.7b.yaml")
+    assert ring.topology.kind == "ring" and len(ring.agents) == 3
+    plus = load_config(CONFIGS / "pairs/different-family-plus_rephrased.yaml")
+    assert [a.data_view for a in plus.agents] == [None, "data/math-l3-5-rephrased"]
+
+
+def test_overrides_are_typed():
+    cfg = load_config(
+        CONFIGS / "demo.yaml",
+        ["grpo.k=2", "train.lr=3e-5", "grpo.epsilon_high=0.28", "agents.1.lr=1e-3", "agents.qwen.data_view=x.jsonl",
+         "train.adam_betas=[0.8, 0.9]", "grpo.epsilon_high=null", "agents.0.adapter_kwargs.dtype=bfloat16"],
+    )  # fmt: skip
+    assert cfg.grpo.k == 2 and isinstance(cfg.grpo.k, int)
+    assert cfg.train.lr == 3e-5 and isinstance(cfg.train.lr, float)  # YAML reads "3e-5" as a string
+    assert cfg.grpo.epsilon_high is None
+    assert cfg.agents[1].lr == 1e-3 and cfg.agents[0].data_view == "x.jsonl"
+    assert cfg.train.adam_betas == (0.8, 0.9)
+    assert cfg.agents[0].adapter_kwargs["dtype"] == "bfloat16"
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("grpo.epsilom=0.3", "unknown key 'epsilom'"),
+        ("grpo.k=four", "grpo.k: expected int"),
+        ("grpo.k=0", "grpo.k: must be ≥ 1"),
+        ("train.reward=magic", "train.reward: must be one of"),
+        ("rollout.engine=sglang", "rollout.engine"),
+        ("agents.7.lr=1", "no element '7'"),
+        ("train.seed", "expects key=value"),
+        ("train.adam_betas=[0.9]", "train.adam_betas: expected tuple"),
+    ],
+)
+def test_bad_overrides(override, message):
+    with pytest.raises(CorlError, match=message):
+        load_config(CONFIGS / "demo.yaml", [override])
+
+
+def test_bad_yaml_names_key_and_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents:\n  - {name: a, model: m}\n  - {name: b, model: n}\ngrpo:\n  temprature: 0.7\n")
+    with pytest.raises(CorlError, match=r"unknown key 'grpo.temprature' \(in .*bad.yaml\)"):
+        load_config(bad)
+    bad.write_text("agents:\n  - {name: a, model: m, lr: fast}\n  - {name: b, model: n}\n")
+    with pytest.raises(CorlError, match=r"agents.0.lr: expected float or null, got 'fast' \(in .*bad.yaml\)"):
+        load_config(bad)
+    bad.write_text("agents: [a: 1\n")
+    with pytest.raises(CorlError, match=r"invalid YAML in .*bad\.yaml"):
+        load_config(bad)
+    with pytest.raises(CorlError, match="not found"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_cross_field_checks():
+    one = {"agents": [{"model": "tiny-qwen2.5"}]}
+    with pytest.raises(CorlError, match="Co-RL needs at least two agents"):
+        config_from_dict(one)
+    cfg = config_from_dict({**one, "train": {"reward": "ttrl"}})
+    assert cfg.agents[0].name == "tiny-qwen2.5"
+    three = {"agents": [{"name": n, "model": "m"} for n in "abc"]}
+    with pytest.raises(CorlError, match="mutual needs exactly 2 agents"):
+        config_from_dict(three)
+    with pytest.raises(CorlError, match="names must be unique"):
+        config_from_dict({"agents": [{"name": "a", "model": "m"}, {"name": "a", "model": "n"}]})
+    with pytest.raises(CorlError, match=r"unknown agent\(s\) \['z'\]"):
+        config_from_dict({**three, "topology": {"kind": "graph", "edges": {"a": ["z"]}}})
+
+
+def test_pair_config():
+    cfg = pair_config(["tiny-qwen2.5", "tiny-llama3", "tiny-qwen3"], ["grpo.k=2"])
+    assert cfg.agent_names() == ["tiny-qwen2.5", "tiny-llama3", "tiny-qwen3"]
+    assert cfg.topology.kind == "ring" and cfg.grpo.k == 2
+    assert pair_config(["tiny-qwen2.5", "tiny-qwen2.5"]).agent_names() == ["tiny-qwen2.5", "tiny-qwen2.5-2"]
+    with pytest.raises(CorlError, match="--pair needs"):
+        pair_config(["tiny-qwen2.5"])
