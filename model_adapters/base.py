@@ -1,0 +1,539 @@
+"""The one interface the trainer, the rollout engines and the evaluator use to drive any model family.
+
+Why: heterogeneous cohorts are the point of Co-RL, and families differ in prompts, image preprocessing, special
+tokens, batch fields, stop tokens and in how rollout logprobs drift from the trainer's. Everything that differs
+lives behind :class:`ModelAdapter`; code outside ``model_adapters/`` never checks a model name.
+
+Data flow (one problem):
+
+``Problem`` → :meth:`ModelAdapter.build_messages` (chat messages, one prompt format for training *and* evaluation)
+→ :meth:`ModelAdapter.encode_prompt` → :class:`PromptInputs` (the exact, expanded token ids the model sees plus
+this prompt's image tensors) → :meth:`ModelAdapter.generation_batch` (HF ``generate``) or
+:meth:`ModelAdapter.completion_logprobs` (trainer; differentiable). The same problem also becomes a vLLM request
+(:meth:`ModelAdapter.vllm_request`) that yields the *same* prompt tokens as the HF path.
+
+Padding conventions (why two): ``generate`` needs left padding so every row's next token is at the last column;
+the trainer forward uses *right* padding, so every real token keeps exactly the positions (1-D or M-RoPE) it had
+unpadded, whatever the family computes positions from — no family-specific ``position_ids`` handling needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from corl_vl.data.problem import ImageLike, Problem
+from corl_vl.errors import CorlError
+
+from .images import ImageOptions, load_image, resize_long_side
+
+if TYPE_CHECKING:  # heavy imports stay lazy: `corl-vl --help` must not import torch
+    import torch
+    from PIL import Image
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+ANSWER_INSTRUCTIONS: dict[str, str] = {
+    # One format for training and evaluation (the VLM release trained with tags but evaluated with \boxed{}).
+    "boxed": " Please reason step by step, and put your final answer within \\boxed{}.",
+    "answer_tags": (
+        " Please reason step by step inside <think> </think> tags, then give your final answer inside"
+        " <answer> </answer> tags."
+    ),
+    "none": "",
+}
+
+_DTYPES = ("float32", "bfloat16", "float16")
+
+__all__ = [
+    "ANSWER_INSTRUCTIONS",
+    "CompletionLogprobs",
+    "ImageOptions",
+    "ModelAdapter",
+    "PromptInputs",
+    "TrainingBatch",
+    "format_question",
+]
+
+
+def format_question(problem: Problem, answer_format: str = "boxed") -> str:
+    """The user-turn text: question, options as ``A. …`` lines, then the answer-format instruction."""
+    if answer_format not in ANSWER_INSTRUCTIONS:
+        raise CorlError(f"unknown answer_format '{answer_format}'; known: {', '.join(ANSWER_INSTRUCTIONS)}")
+    text = problem.question.strip()
+    if problem.choices:
+        if len(problem.choices) > 26:
+            raise CorlError(
+                f"problem {problem.id}: {len(problem.choices)} choices; at most 26 (A–Z) supported"
+            )
+        options = "\n".join(f"{chr(ord('A') + i)}. {c}" for i, c in enumerate(problem.choices))
+        text = f"{text}\n{options}"
+    return text + ANSWER_INSTRUCTIONS[answer_format]
+
+
+@dataclass
+class PromptInputs:
+    """One encoded prompt: exactly what the model sees before the completion.
+
+    Attributes:
+        problem_id: the problem's id (answers travel keyed by it).
+        prompt_ids: the *expanded* prompt token ids (image placeholders already repeated per image token).
+        mm_inputs: this prompt's image tensors (``pixel_values``, ``image_grid_thw``, …), first dim = images or
+            patches of this prompt only, so a batch is their concatenation; empty for text-only prompts.
+        prompt_text: the chat-templated prompt string (logging, debugging).
+    """
+
+    problem_id: str
+    prompt_ids: list[int]
+    mm_inputs: dict[str, torch.Tensor] = field(default_factory=dict)
+    prompt_text: str = ""
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids)
+
+
+@dataclass
+class TrainingBatch:
+    """Prompt + completion rows collated for one forward pass (right-padded).
+
+    Attributes:
+        inputs: keyword arguments for ``model(**inputs)`` (ids, mask, image tensors, family fields).
+        completion_mask: ``[B, Tc]`` bool, True on real completion tokens.
+        completion_ids: ``[B, Tc]`` long, completion tokens right-padded with the pad id.
+        prompt_lengths: ``[B]`` long, unpadded prompt length of each row (its completion starts there).
+    """
+
+    inputs: dict[str, torch.Tensor]
+    completion_mask: torch.Tensor
+    completion_ids: torch.Tensor
+    prompt_lengths: torch.Tensor
+
+
+@dataclass
+class CompletionLogprobs:
+    """Per-token logprobs of completion tokens (``[B, Tc]``, 0 where masked), the mask, optional entropies."""
+
+    logprobs: torch.Tensor
+    mask: torch.Tensor
+    entropy: torch.Tensor | None = None
+
+
+class ModelAdapter:
+    """Everything family-specific about one model: loading, prompts, images, batches, logprobs, vLLM requests.
+
+    Subclasses set the class variables and override the hooks marked "family hook"; the defaults implement a
+    chat-template model through ``AutoProcessor``. Register a subclass with
+    :func:`model_adapters.registry.register_adapter` (or the ``corl_vl.adapters`` entry-point group).
+
+    Class variables:
+        name: registry name (set by ``@register_adapter``).
+        model_types: HF ``config.model_type`` values this adapter drives (local-folder auto-detection).
+        auto_model_class: ``transformers`` auto class used by :meth:`load_model`.
+        supports_images: False for text-only families (a problem with images is then an error).
+        importance_ratio_cap: default token-level IS truncation cap (None = off) — a family default because the
+            rollout/trainer drift is a family property (Gemma-3 drifts ≈ 0.13 nats/token).
+        contain_nonfinite_rollout_logprobs: whether NaN/inf rollout logprobs are replaced (True) or an error.
+        image_token: the placeholder token the processor repeats per image token (None for text families).
+    """
+
+    name: ClassVar[str] = ""
+    model_types: ClassVar[tuple[str, ...]] = ()
+    auto_model_class: ClassVar[str] = "AutoModelForImageTextToText"
+    supports_images: ClassVar[bool] = True
+    importance_ratio_cap: ClassVar[float | None] = None
+    contain_nonfinite_rollout_logprobs: ClassVar[bool] = False
+    image_token: ClassVar[str | None] = None
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        dtype: str = "float32",
+        attn_implementation: str | None = "sdpa",
+        trust_remote_code: bool = False,
+        image_options: ImageOptions | None = None,
+        answer_format: str = "boxed",
+        system_prompt: str | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        **family_kwargs: Any,
+    ) -> None:
+        """Configure (nothing heavy is loaded here).
+
+        Args:
+            model_path: hub id or local folder with config, weights, tokenizer/processor files.
+            dtype: ``float32`` | ``bfloat16`` | ``float16``.
+            attn_implementation: passed to ``from_pretrained`` (``sdpa``, ``eager``, ``flash_attention_2``).
+            trust_remote_code: off unless the user asks; the HF-format families never need it.
+            image_options: resize policy (long-side cap, min/max pixels); family defaults when None.
+            answer_format: key of :data:`ANSWER_INSTRUCTIONS`; same for training and evaluation.
+            system_prompt: optional system turn.
+            chat_template_kwargs: extra variables for the chat template (e.g. ``enable_thinking`` for Qwen3).
+            family_kwargs: family options (e.g. ``crop_to_patches`` for InternVL); unknown ones are an error.
+        """
+        if dtype not in _DTYPES:
+            raise CorlError(f"adapter {self.name}: unknown dtype '{dtype}'; known: {', '.join(_DTYPES)}")
+        if answer_format not in ANSWER_INSTRUCTIONS:
+            raise CorlError(
+                f"unknown answer_format '{answer_format}'; known: {', '.join(ANSWER_INSTRUCTIONS)}"
+            )
+        self.model_path = str(model_path)
+        self.dtype = dtype
+        self.attn_implementation = attn_implementation
+        self.trust_remote_code = trust_remote_code
+        self.image_options = image_options or self.default_image_options()
+        self.answer_format = answer_format
+        self.system_prompt = system_prompt
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.configure(**family_kwargs)
+
+    # ------------------------------------------------------------------ configuration (family hooks)
+    def configure(self, **family_kwargs: Any) -> None:
+        """Family hook: accept family options. The base accepts none, so a typo is an error, not a no-op."""
+        if family_kwargs:
+            raise CorlError(f"adapter {self.name}: unknown option(s) {', '.join(sorted(family_kwargs))}")
+
+    def default_image_options(self) -> ImageOptions:
+        """Family hook: image policy when the user gives none."""
+        return ImageOptions()
+
+    def processor_kwargs(self) -> dict[str, Any]:
+        """Family hook: image-processor kwargs used by the HF path *and* sent to vLLM (same tokens both ways)."""
+        return {}
+
+    # ------------------------------------------------------------------ loading
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        import torch
+
+        return getattr(torch, self.dtype)
+
+    def load_model(self, *, device: str = "cpu") -> PreTrainedModel:
+        """Load the weights (eval mode; the trainer calls ``.train()`` itself)."""
+        import transformers
+
+        auto = getattr(transformers, self.auto_model_class)
+        kwargs: dict[str, Any] = {"dtype": self.torch_dtype, "trust_remote_code": self.trust_remote_code}
+        if self.attn_implementation:
+            kwargs["attn_implementation"] = self.attn_implementation
+        with self.zero3_init_guard():
+            model = auto.from_pretrained(self.model_path, **kwargs)
+        return model.to(device).eval()
+
+    @cached_property
+    def processor(self) -> Any:
+        """The HF processor (for text families: the tokenizer), loaded once."""
+        from transformers import AutoProcessor
+
+        return AutoProcessor.from_pretrained(self.model_path, trust_remote_code=self.trust_remote_code)
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        return getattr(self.processor, "tokenizer", self.processor)
+
+    @property
+    def pad_token_id(self) -> int:
+        tok = self.tokenizer
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        if pad is None:
+            raise CorlError(f"{self.model_path}: tokenizer has neither a pad nor an eos token")
+        return int(pad)
+
+    @cached_property
+    def stop_token_ids(self) -> list[int]:
+        """Token ids that end a completion: the generation config's EOS ids plus the tokenizer's EOS."""
+        ids: list[int] = []
+        try:
+            from transformers import GenerationConfig
+
+            eos = GenerationConfig.from_pretrained(self.model_path).eos_token_id
+        except OSError:
+            eos = None
+        for value in [
+            *(eos if isinstance(eos, list) else [eos]),
+            self.tokenizer.eos_token_id,
+            *self.extra_stop_ids(),
+        ]:
+            if value is not None and int(value) not in ids:
+                ids.append(int(value))
+        return ids
+
+    @cached_property
+    def suppress_token_ids(self) -> list[int]:
+        """Tokens a completion must never contain: the image placeholder(s) the model replaces with image
+        features. A sampled one would make the training forward fail ("image features and image tokens do not
+        match") — likely with tiny random models, ~never with trained ones. Rollout engines ban them
+        (:meth:`hf_generate_kwargs`, :meth:`vllm_sampling_kwargs`); :meth:`training_batch` also neutralises any
+        that slip through (scored as targets, but fed back as padding)."""
+        if not self.image_token:
+            return []
+        token_id = self.tokenizer.convert_tokens_to_ids(self.image_token)
+        return [] if token_id is None or token_id == self.tokenizer.unk_token_id else [int(token_id)]
+
+    def hf_generate_kwargs(self) -> dict[str, Any]:
+        """Family arguments for ``model.generate``: stop tokens, pad token, suppressed placeholders."""
+        kwargs: dict[str, Any] = {"eos_token_id": self.stop_token_ids, "pad_token_id": self.pad_token_id}
+        if self.suppress_token_ids:
+            kwargs["suppress_tokens"] = self.suppress_token_ids
+        return kwargs
+
+    def vllm_sampling_kwargs(self) -> dict[str, Any]:
+        """Family arguments for ``vllm.SamplingParams``: stop tokens and suppressed placeholders."""
+        kwargs: dict[str, Any] = {"stop_token_ids": self.stop_token_ids}
+        if self.suppress_token_ids:
+            kwargs["logit_bias"] = {t: -100.0 for t in self.suppress_token_ids}
+        return kwargs
+
+    def extra_stop_ids(self) -> list[int]:
+        """Family hook: more stop tokens (e.g. Gemma's ``<end_of_turn>``)."""
+        return []
+
+    def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = True) -> str:
+        """Completion ids → text, without special tokens or leaked SentencePiece markers."""
+        text = self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+        return text.replace("▁", " ")
+
+    @contextlib.contextmanager
+    def zero3_init_guard(self) -> Iterator[None]:
+        """Family hook: a context active while weights are created (e.g. under ``deepspeed.zero.Init``)."""
+        yield
+
+    # ------------------------------------------------------------------ prompts
+    def prepare_image(self, image: ImageLike) -> Image.Image:
+        """Open (if a path) → RGB → long side capped; raises CorlError naming the file if unreadable."""
+        return resize_long_side(load_image(image), self.image_options.max_long_side)
+
+    def build_messages(self, problem: Problem, images: Sequence[Image.Image] | None = None) -> list[dict]:
+        """Chat messages: images first, then the question with options and the answer instruction."""
+        if problem.images and not self.supports_images:
+            raise CorlError(f"problem {problem.id}: has images but adapter '{self.name}' is text-only")
+        content: list[dict[str, Any]] = [{"type": "image", "image": im} for im in (images or problem.images)]
+        content.append({"type": "text", "text": format_question(problem, self.answer_format)})
+        messages: list[dict[str, Any]] = []
+        if self.system_prompt:
+            messages.append({"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
+        messages.append({"role": "user", "content": content})
+        return messages
+
+    def render_prompt(self, problem: Problem) -> tuple[str, list[Image.Image]]:
+        """The chat-templated prompt string (with one placeholder per image) and the prepared images."""
+        images = [self.prepare_image(im) for im in problem.images] if self.supports_images else []
+        messages = self.build_messages(problem, images)
+        text = self.processor.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs
+        )
+        return text, images
+
+    def _add_special_tokens(self, text: str) -> bool:
+        """False when the template already emitted BOS (Gemma, Llama-3): a second BOS degrades the model."""
+        bos = self.tokenizer.bos_token
+        return not (bos is not None and text.startswith(bos))
+
+    def encode_prompt(self, problem: Problem) -> PromptInputs:
+        """Problem → expanded prompt ids + this prompt's image tensors, via the family's processor."""
+        text, images = self.render_prompt(problem)
+        add_special = self._add_special_tokens(text)
+        if images:
+            out = self.processor(
+                text=[text], images=self.processor_images([images]), add_special_tokens=add_special,
+                return_tensors="pt", **self.processor_kwargs(),
+            )  # fmt: skip
+            ids = out["input_ids"][0].tolist()
+            mm = {k: v for k, v in out.items() if k not in ("input_ids", "attention_mask", "token_type_ids",
+                                                            "mm_token_type_ids")}  # fmt: skip
+        else:
+            ids = self.tokenizer(text, add_special_tokens=add_special)["input_ids"]
+            mm = {}
+        return PromptInputs(problem_id=problem.id, prompt_ids=list(ids), mm_inputs=mm, prompt_text=text)
+
+    def processor_images(self, images: list[list[Image.Image]]) -> Any:
+        """Family hook: the image argument the processor wants for a batch (nested per sample by default)."""
+        return images
+
+    # ------------------------------------------------------------------ batches
+    def collate_mm(self, prompts: Sequence[PromptInputs]) -> dict[str, torch.Tensor]:
+        """Concatenate the prompts' image tensors along dim 0 (images/patches of all rows, in row order)."""
+        import torch
+
+        keys: list[str] = []
+        for p in prompts:
+            keys += [k for k in p.mm_inputs if k not in keys]
+        return {k: torch.cat([p.mm_inputs[k] for p in prompts if k in p.mm_inputs], dim=0) for k in keys}
+
+    def token_type_fields(self, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Family hook: per-token fields derived from ids (Qwen2.5-VL ``mm_token_type_ids``, Gemma
+        ``token_type_ids``); padding and completion tokens are never image tokens, so deriving is exact."""
+        return {}
+
+    def generation_batch(self, prompts: Sequence[PromptInputs]) -> dict[str, torch.Tensor]:
+        """Left-padded inputs for HF ``generate`` (``model.generate(**batch, ...)``)."""
+        import torch
+
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p) :] = torch.tensor(p.prompt_ids, dtype=torch.long)
+            mask[i, width - len(p) :] = 1
+        return {
+            "input_ids": ids,
+            "attention_mask": mask,
+            **self.token_type_fields(ids),
+            **self.collate_mm(prompts),
+        }
+
+    def training_batch(
+        self, prompts: Sequence[PromptInputs], completion_ids: Sequence[Sequence[int]]
+    ) -> TrainingBatch:
+        """Prompt + completion per row, right-padded, plus the completion mask (see module docstring)."""
+        import torch
+
+        if len(prompts) != len(completion_ids):
+            raise ValueError(f"{len(prompts)} prompts but {len(completion_ids)} completions")
+        pad = self.pad_token_id
+        banned = set(self.suppress_token_ids)  # fed back as padding, else the forward miscounts image slots
+        rows = [
+            [*p.prompt_ids, *(pad if int(t) in banned else int(t) for t in c)]
+            for p, c in zip(prompts, completion_ids)
+        ]
+        width = max(len(r) for r in rows)
+        tc = max((len(c) for c in completion_ids), default=0)
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        comp = torch.full((len(rows), tc), pad, dtype=torch.long)
+        cmask = torch.zeros((len(rows), tc), dtype=torch.bool)
+        for i, (row, c) in enumerate(zip(rows, completion_ids)):
+            ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+            mask[i, : len(row)] = 1
+            comp[i, : len(c)] = torch.tensor(list(c), dtype=torch.long)
+            cmask[i, : len(c)] = True
+        inputs = {
+            "input_ids": ids,
+            "attention_mask": mask,
+            **self.token_type_fields(ids),
+            **self.collate_mm(prompts),
+        }
+        lengths = torch.tensor([len(p) for p in prompts], dtype=torch.long)
+        return TrainingBatch(
+            inputs=inputs, completion_mask=cmask, completion_ids=comp, prompt_lengths=lengths
+        )
+
+    # ------------------------------------------------------------------ logprobs
+    def completion_logprobs(
+        self,
+        model: PreTrainedModel,
+        prompts: Sequence[PromptInputs],
+        completion_ids: Sequence[Sequence[int]],
+        *,
+        temperature: float = 1.0,
+        micro_batch_size: int = 8,
+        with_entropy: bool = False,
+    ) -> CompletionLogprobs:
+        """Logprobs of each completion token under ``softmax(logits / temperature)``, in micro-batches.
+
+        Differentiable (the trainer backprops through it); wrap in ``torch.no_grad()`` for old/ref logprobs.
+        Only the logit rows that predict completion tokens go through the LM head (memory: vocab × Tc).
+        """
+        import torch
+
+        if temperature <= 0:
+            raise ValueError("temperature must be > 0 (greedy decoding scores at temperature 1)")
+        tc = max((len(c) for c in completion_ids), default=0)
+        device = next(model.parameters()).device
+        lp_parts, ent_parts, mask_parts = [], [], []
+        for start in range(0, len(prompts), max(1, micro_batch_size)):
+            p_chunk = prompts[start : start + micro_batch_size]
+            c_chunk = completion_ids[start : start + micro_batch_size]
+            batch = self.training_batch(p_chunk, c_chunk)
+            lp, ent = self._chunk_logprobs(model, batch, temperature, with_entropy, device)
+            pad_to = tc - lp.shape[1]
+            lp_parts.append(torch.nn.functional.pad(lp, (0, pad_to)))
+            mask_parts.append(torch.nn.functional.pad(batch.completion_mask, (0, pad_to)).to(device))
+            if ent is not None:
+                ent_parts.append(torch.nn.functional.pad(ent, (0, pad_to)))
+        return CompletionLogprobs(
+            logprobs=torch.cat(lp_parts),
+            mask=torch.cat(mask_parts),
+            entropy=torch.cat(ent_parts) if with_entropy else None,
+        )
+
+    def _chunk_logprobs(
+        self, model: Any, batch: TrainingBatch, temperature: float, with_entropy: bool, device: Any
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        import torch
+
+        tc = batch.completion_ids.shape[1]
+        inputs = {k: v.to(device) for k, v in batch.inputs.items()}
+        if "pixel_values" in inputs and inputs["pixel_values"].is_floating_point():
+            inputs["pixel_values"] = inputs["pixel_values"].to(self.torch_dtype)
+        mask = batch.completion_mask.to(device)
+        if tc == 0:
+            empty = torch.zeros((mask.shape[0], 0), device=device)
+            return empty, (empty if with_entropy else None)
+        # Row i's completion token t is predicted at position prompt_len_i - 1 + t: only positions lo..hi-1 go
+        # through the LM head (memory: vocab × ~Tc, not vocab × sequence). Masked slots are clamped into range.
+        lo = int(batch.prompt_lengths.min()) - 1
+        hi = inputs["input_ids"].shape[1] - 1  # the last token of the longest row predicts nothing
+        keep = torch.arange(lo, hi, device=device)
+        logits = model(**inputs, logits_to_keep=keep, use_cache=False).logits  # [B, hi-lo, V]
+        steps = torch.arange(tc, device=device)[None, :]
+        offsets = ((batch.prompt_lengths.to(device) - 1 - lo)[:, None] + steps).clamp(max=hi - lo - 1)
+        logits = torch.gather(logits, 1, offsets[:, :, None].expand(-1, -1, logits.shape[-1]))
+        logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
+        targets = batch.completion_ids.to(device)
+        logprobs = torch.gather(logp_all, -1, targets[:, :, None]).squeeze(-1).masked_fill(~mask, 0.0)
+        entropy = None
+        if with_entropy:
+            entropy = -(logp_all.exp() * logp_all).sum(-1).masked_fill(~mask, 0.0)
+        return logprobs, entropy
+
+    def contain_rollout_logprobs(
+        self, rollout_logprobs: torch.Tensor, trainer_logprobs: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Guard the importance ratio against non-finite rollout logprobs.
+
+        Returns ``(logprobs, replaced)``: where a masked-in rollout logprob is NaN/inf it is replaced by the
+        trainer's value (ratio 1, so the token trains on-policy) and ``replaced`` marks it for logging. Families
+        with ``contain_nonfinite_rollout_logprobs = False`` raise instead: there a NaN is a bug to surface.
+        """
+        import torch
+
+        bad = ~torch.isfinite(rollout_logprobs) & mask.bool()
+        if bool(bad.any()) and not self.contain_nonfinite_rollout_logprobs:
+            raise RuntimeError(
+                f"adapter {self.name}: {int(bad.sum())} non-finite rollout logprobs (rollout engine bug?)"
+            )
+        fixed = torch.where(bad, trainer_logprobs.detach().to(rollout_logprobs.dtype), rollout_logprobs)
+        return fixed.masked_fill(~mask.bool(), 0.0), bad
+
+    # ------------------------------------------------------------------ vLLM
+    def vllm_request(self, problem: Problem) -> dict[str, Any]:
+        """A vLLM prompt dict giving the same prompt tokens as :meth:`encode_prompt`.
+
+        Built from *unexpanded* token ids (one placeholder per image): vLLM expands placeholders itself, so
+        expanded ids would be expanded twice; token ids also avoid a second BOS from vLLM's own tokenisation.
+        """
+        text, images = self.render_prompt(problem)
+        add_special = self._add_special_tokens(text)
+        ids = self.tokenizer(text, add_special_tokens=add_special)["input_ids"]
+        request: dict[str, Any] = {"prompt_token_ids": list(ids)}
+        if images:
+            request["multi_modal_data"] = {"image": images if len(images) > 1 else images[0]}
+            kwargs = self.processor_kwargs()
+            if kwargs:
+                request["mm_processor_kwargs"] = kwargs
+        return request
+
+    def vllm_engine_kwargs(self, *, max_images_per_prompt: int = 1) -> dict[str, Any]:
+        """Extra ``vllm.LLM(...)`` arguments for this family (dtype, image limits, processor defaults)."""
+        kwargs: dict[str, Any] = {"model": self.model_path, "dtype": self.dtype,
+                                  "trust_remote_code": self.trust_remote_code}  # fmt: skip
+        if self.supports_images:
+            kwargs["limit_mm_per_prompt"] = {"image": max_images_per_prompt}
+            if self.processor_kwargs():
+                kwargs["mm_processor_kwargs"] = self.processor_kwargs()
+        else:
+            kwargs["limit_mm_per_prompt"] = {"image": 0}
+        return kwargs

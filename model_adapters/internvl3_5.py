@@ -1,0 +1,49 @@
+"""InternVL3.5 in the Hugging Face format (``InternVLForConditionalGeneration`` + ``InternVLProcessor``).
+
+Family quirks handled here:
+- one 448² tile per image by default (``crop_to_patches=False``, 256 image tokens), as in the paper; tiling
+  (up to ``max_patches`` tiles plus a thumbnail) is a family option. Tiling multiplies image tokens ~13× — an
+  explicit choice, never a silent default;
+- the same processor options go to vLLM (``mm_processor_kwargs``) so both paths build the same tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from corl_vl.errors import CorlError
+
+from .base import ModelAdapter
+from .registry import register_adapter
+
+
+@register_adapter("internvl3_5")
+class InternVL35Adapter(ModelAdapter):
+    """InternVL3.5-HF; family options ``crop_to_patches`` (default False), ``min_patches``, ``max_patches``."""
+
+    model_types = ("internvl",)
+    image_token = "<IMG_CONTEXT>"
+
+    def configure(
+        self,
+        *,
+        crop_to_patches: bool = False,
+        min_patches: int | None = None,
+        max_patches: int | None = None,
+        **family_kwargs: Any,
+    ) -> None:
+        super().configure(**family_kwargs)
+        for key, value in (("min_patches", min_patches), ("max_patches", max_patches)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise CorlError(f"adapter {self.name}: {key} must be a positive integer, got {value!r}")
+        self.crop_to_patches = bool(crop_to_patches)
+        self.min_patches = min_patches
+        self.max_patches = max_patches
+
+    def processor_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"crop_to_patches": self.crop_to_patches}
+        if self.min_patches is not None:
+            kwargs["min_patches"] = self.min_patches
+        if self.max_patches is not None:
+            kwargs["max_patches"] = self.max_patches
+        return kwargs

@@ -1,0 +1,61 @@
+"""Qwen2.5-VL: dynamic resolution on a 28-pixel grid and M-RoPE positions.
+
+Family quirks handled here:
+- images are resized once, in :meth:`Qwen25VLAdapter.prepare_image`, to the size the processor would pick
+  (qwen-vl-utils ``smart_resize``: multiples of 28 within min/max pixels), so the HF processor and vLLM receive
+  identical pixels and neither resizes again;
+- every forward over prompt+completion carries ``mm_token_type_ids`` (1 on image tokens): without it transformers
+  silently falls back to 1-D positions and logprobs drift while greedy output still looks right.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from corl_vl.data.problem import ImageLike
+
+from .base import ModelAdapter
+from .registry import register_adapter
+
+if TYPE_CHECKING:
+    import torch
+    from PIL import Image
+
+
+@register_adapter("qwen2_5_vl")
+class Qwen25VLAdapter(ModelAdapter):
+    """Qwen2.5-VL (``Qwen2_5_VLForConditionalGeneration``) through its own processor and chat template."""
+
+    model_types = ("qwen2_5_vl",)
+    image_token = "<|image_pad|>"
+
+    def _pixel_bounds(self) -> tuple[int, int, int]:
+        """(grid factor, min pixels, max pixels): user options first, else the checkpoint's processor config."""
+        ip = self.processor.image_processor
+        size = getattr(ip, "size", None) or {}
+        factor = int(ip.patch_size) * int(ip.merge_size)
+        lo = self.image_options.min_pixels or size.get("shortest_edge") or getattr(ip, "min_pixels", None)
+        hi = self.image_options.max_pixels or size.get("longest_edge") or getattr(ip, "max_pixels", None)
+        return factor, int(lo), int(hi)
+
+    def prepare_image(self, image: ImageLike) -> Image.Image:
+        from qwen_vl_utils import smart_resize  # imports torchvision: keep `adapters list` light
+
+        image = super().prepare_image(image)
+        factor, lo, hi = self._pixel_bounds()
+        height, width = smart_resize(image.height, image.width, factor=factor, min_pixels=lo, max_pixels=hi)
+        if (width, height) == image.size:
+            return image
+        from PIL import Image as PILImage
+
+        return image.resize((width, height), PILImage.Resampling.BICUBIC)
+
+    def processor_kwargs(self) -> dict[str, Any]:
+        # The image is already on the grid; passing the bounds keeps both processors from re-resizing it when
+        # the user's bounds differ from the checkpoint's.
+        _, lo, hi = self._pixel_bounds()
+        return {"size": {"shortest_edge": lo, "longest_edge": hi}}
+
+    def token_type_fields(self, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        image_id = self.tokenizer.convert_tokens_to_ids(self.image_token)
+        return {"mm_token_type_ids": (input_ids == image_id).int()}
