@@ -114,11 +114,15 @@ class TrainingBatch:
 
 @dataclass
 class CompletionLogprobs:
-    """Per-token logprobs of completion tokens (``[B, Tc]``, 0 where masked), the mask, optional entropies."""
+    """Per-token logprobs of completion tokens (``[B, Tc]``, 0 where masked), the mask, and — when asked with
+    ``with_entropy`` — each token distribution's entropy and self-certainty (``logsumexp(z) − mean_v z`` of the
+    temperature-scaled logits, Intuitor's signal), computed from the same logits so no second forward is needed.
+    """
 
     logprobs: torch.Tensor
     mask: torch.Tensor
     entropy: torch.Tensor | None = None
+    self_certainty: torch.Tensor | None = None
 
 
 class ModelAdapter:
@@ -442,26 +446,28 @@ class ModelAdapter:
             raise ValueError("temperature must be > 0 (greedy decoding scores at temperature 1)")
         tc = max((len(c) for c in completion_ids), default=0)
         device = next(model.parameters()).device
-        lp_parts, ent_parts, mask_parts = [], [], []
+        lp_parts, ent_parts, sc_parts, mask_parts = [], [], [], []
         for start in range(0, len(prompts), max(1, micro_batch_size)):
             p_chunk = prompts[start : start + micro_batch_size]
             c_chunk = completion_ids[start : start + micro_batch_size]
             batch = self.training_batch(p_chunk, c_chunk)
-            lp, ent = self._chunk_logprobs(model, batch, temperature, with_entropy, device)
+            lp, ent, sc = self._chunk_logprobs(model, batch, temperature, with_entropy, device)
             pad_to = tc - lp.shape[1]
             lp_parts.append(torch.nn.functional.pad(lp, (0, pad_to)))
             mask_parts.append(torch.nn.functional.pad(batch.completion_mask, (0, pad_to)).to(device))
-            if ent is not None:
+            if with_entropy:
                 ent_parts.append(torch.nn.functional.pad(ent, (0, pad_to)))
+                sc_parts.append(torch.nn.functional.pad(sc, (0, pad_to)))
         return CompletionLogprobs(
             logprobs=torch.cat(lp_parts),
             mask=torch.cat(mask_parts),
             entropy=torch.cat(ent_parts) if with_entropy else None,
+            self_certainty=torch.cat(sc_parts) if with_entropy else None,
         )
 
     def _chunk_logprobs(
         self, model: Any, batch: TrainingBatch, temperature: float, with_entropy: bool, device: Any
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         import torch
 
         tc = batch.completion_ids.shape[1]
@@ -471,7 +477,7 @@ class ModelAdapter:
         mask = batch.completion_mask.to(device)
         if tc == 0:
             empty = torch.zeros((mask.shape[0], 0), device=device)
-            return empty, (empty if with_entropy else None)
+            return empty, (empty if with_entropy else None), (empty if with_entropy else None)
         # Row i's completion token t is predicted at position prompt_len_i - 1 + t: only positions lo..hi-1 go
         # through the LM head (memory: vocab × ~Tc, not vocab × sequence). Masked slots are clamped into range.
         lo = int(batch.prompt_lengths.min()) - 1
@@ -484,10 +490,12 @@ class ModelAdapter:
         logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
         targets = batch.completion_ids.to(device)
         logprobs = torch.gather(logp_all, -1, targets[:, :, None]).squeeze(-1).masked_fill(~mask, 0.0)
-        entropy = None
+        entropy = certainty = None
         if with_entropy:
             entropy = -(logp_all.exp() * logp_all).sum(-1).masked_fill(~mask, 0.0)
-        return logprobs, entropy
+            # logsumexp(x) - mean_v x == -mean_v log_softmax(x) for x = logits / temperature
+            certainty = (-logp_all.mean(-1)).masked_fill(~mask, 0.0)
+        return logprobs, entropy, certainty
 
     def contain_rollout_logprobs(
         self, rollout_logprobs: torch.Tensor, trainer_logprobs: torch.Tensor, mask: torch.Tensor

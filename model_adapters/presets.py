@@ -28,20 +28,47 @@ class Preset:
 _REAL = [
     Preset("qwen2.5-vl-3b", "qwen2_5_vl", "Qwen/Qwen2.5-VL-3B-Instruct", description="Qwen2.5-VL 3B"),
     Preset("qwen2.5-vl-7b", "qwen2_5_vl", "Qwen/Qwen2.5-VL-7B-Instruct", description="Qwen2.5-VL 7B"),
-    Preset("internvl3.5-2b", "internvl3_5", "OpenGVLab/InternVL3_5-2B-HF", description="InternVL3.5 2B (HF format)"),
-    Preset("internvl3.5-8b", "internvl3_5", "OpenGVLab/InternVL3_5-8B-HF", description="InternVL3.5 8B (HF format)"),
+    Preset(
+        "internvl3.5-2b",
+        "internvl3_5",
+        "OpenGVLab/InternVL3_5-2B-HF",
+        description="InternVL3.5 2B (HF format)",
+    ),
+    Preset(
+        "internvl3.5-8b",
+        "internvl3_5",
+        "OpenGVLab/InternVL3_5-8B-HF",
+        description="InternVL3.5 8B (HF format)",
+    ),
     Preset("gemma-3-4b", "gemma3", "google/gemma-3-4b-it", description="Gemma-3 4B instruct"),
     Preset("gemma-3-12b", "gemma3", "google/gemma-3-12b-it", description="Gemma-3 12B instruct"),
     Preset("qwen2.5-3b", "causal_lm", "Qwen/Qwen2.5-3B-Instruct", description="Qwen2.5 3B instruct (text)"),
     Preset("qwen2.5-7b", "causal_lm", "Qwen/Qwen2.5-7B-Instruct", description="Qwen2.5 7B instruct (text)"),
-    Preset("llama-3.2-3b-instruct", "causal_lm", "meta-llama/Llama-3.2-3B-Instruct", description="Llama-3.2 3B (text)"),
-    Preset("llama-3.1-8b-instruct", "causal_lm", "meta-llama/Llama-3.1-8B-Instruct", description="Llama-3.1 8B (text)"),
+    Preset(
+        "llama-3.2-3b-instruct",
+        "causal_lm",
+        "meta-llama/Llama-3.2-3B-Instruct",
+        description="Llama-3.2 3B (text)",
+    ),
+    Preset(
+        "llama-3.1-8b-instruct",
+        "causal_lm",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        description="Llama-3.1 8B (text)",
+    ),
     Preset("qwen3-1.7b", "causal_lm", "Qwen/Qwen3-1.7B", description="Qwen3 1.7B (text)"),
 ]
 
 _TINY = [
-    Preset("tiny-qwen2.5-vl", "qwen2_5_vl", tiny=True, description="random tiny Qwen2.5-VL (tests, CPU demo)"),
-    Preset("tiny-internvl3.5", "internvl3_5", tiny=True, description="random tiny InternVL3.5 HF (tests, CPU demo)"),
+    Preset(
+        "tiny-qwen2.5-vl", "qwen2_5_vl", tiny=True, description="random tiny Qwen2.5-VL (tests, CPU demo)"
+    ),
+    Preset(
+        "tiny-internvl3.5",
+        "internvl3_5",
+        tiny=True,
+        description="random tiny InternVL3.5 HF (tests, CPU demo)",
+    ),
     Preset("tiny-gemma3", "gemma3", tiny=True, description="random tiny Gemma-3 (tests)"),
     Preset("tiny-qwen2.5", "causal_lm", tiny=True, description="random tiny Qwen2 text model (tests)"),
     Preset("tiny-llama3", "causal_lm", tiny=True, description="random tiny Llama-3 text model (tests)"),

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-VOCAB_SIZE = 4096  # cap for the BPE vocabulary; the built-in corpus yields ≈ 1,670 tokens incl. bytes and specials
+VOCAB_SIZE = (
+    4096  # cap for the BPE vocabulary; the built-in corpus yields ≈ 1,670 tokens incl. bytes and specials
+)
 
 # ---------------------------------------------------------------------------------------------------------------
 # Chat templates (Jinja). Written for each family's published prompt layout; content may be a string or a list of

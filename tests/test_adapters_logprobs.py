@@ -80,7 +80,7 @@ def _reference(adapter, model, problems, *, sample: bool, temperature: float):
     """Per problem, unpadded: generate from HF's inputs; completions cut after a stop token; reference
     logprobs/entropies from ``scores`` (the processed logits generate sampled from)."""
     kwargs = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if sample else {}
-    completions, ref_lp, ref_ent = [], [], []
+    completions, ref_lp, ref_ent, ref_sc = [], [], [], []
     for i, problem in enumerate(problems):
         inputs = _reference_inputs(adapter, problem)
         torch.manual_seed(i)
@@ -98,7 +98,10 @@ def _reference(adapter, model, problems, *, sample: bool, temperature: float):
         completions.append(tokens)
         ref_lp.append(logp[torch.arange(len(tokens)), torch.tensor(tokens)])
         ref_ent.append(-(logp.exp() * logp).sum(-1))
-    return completions, ref_lp, ref_ent
+        # Intuitor's self-certainty straight from the definition: logsumexp(z) - mean_v z of the processed logits
+        z = torch.stack([out.scores[t][0].double() for t in range(len(tokens))])
+        ref_sc.append(z.logsumexp(-1) - z.mean(-1))
+    return completions, ref_lp, ref_ent, ref_sc
 
 
 @pytest.mark.parametrize(
@@ -107,7 +110,7 @@ def _reference(adapter, model, problems, *, sample: bool, temperature: float):
 def test_logprobs_match_generate_scores(family, sample, temperature):
     _, adapter, model, prompts = family
     problems = _problems(adapter.supports_images)
-    completions, ref_lp, ref_ent = _reference(
+    completions, ref_lp, ref_ent, ref_sc = _reference(
         adapter, model, problems, sample=sample, temperature=temperature
     )
     with torch.no_grad():  # the whole mixed batch at once, right-padded by the adapter
@@ -124,7 +127,9 @@ def test_logprobs_match_generate_scores(family, sample, temperature):
             ref_lp[i],
         )
         assert torch.allclose(out.entropy[i, :n].double(), ref_ent[i], atol=TOL, rtol=0)
+        assert torch.allclose(out.self_certainty[i, :n].double(), ref_sc[i], atol=TOL, rtol=0)
         assert torch.all(out.logprobs[i, n:] == 0) and torch.all(out.entropy[i, n:] == 0)
+        assert torch.all(out.self_certainty[i, n:] == 0)
     if sample:  # the temperature really changes the result (else the sampled case proves nothing)
         with torch.no_grad():
             untempered = adapter.completion_logprobs(model, prompts, completions, temperature=1.0)
@@ -135,7 +140,7 @@ def test_generation_batch_matches_unpadded_generate(family):
     """The adapter's left-padded ``generate`` inputs give every row the scores it gets alone."""
     _, adapter, model, prompts = family
     problems = _problems(adapter.supports_images)
-    completions, ref_lp, _ = _reference(adapter, model, problems, sample=False, temperature=1.0)
+    completions, ref_lp, _, _ = _reference(adapter, model, problems, sample=False, temperature=1.0)
     batch = adapter.generation_batch(prompts)
     assert (batch["attention_mask"][:, -1] == 1).all()  # left padding: every row ends at the last column
     with torch.no_grad():
