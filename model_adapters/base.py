@@ -265,30 +265,17 @@ class ModelAdapter:
         return ids
 
     @cached_property
-    def suppress_token_ids(self) -> list[int]:
+    def placeholder_token_ids(self) -> list[int]:
         """Tokens a completion must never contain: the image placeholder(s) the model replaces with image
-        features. A sampled one would make the training forward fail ("image features and image tokens do not
-        match") — likely with tiny random models, ~never with trained ones. Rollout engines ban them
-        (:meth:`hf_generate_kwargs`, :meth:`vllm_sampling_kwargs`); :meth:`training_batch` also neutralises any
-        that slip through (scored as targets, but fed back as padding)."""
+        features. Fed back to the trainer as text, one would make the forward fail ("image features and image
+        tokens do not match") — likely with tiny random models, ~never with trained ones. Rollout engines end a
+        completion before such a token (:func:`corl_vl.rollout.base.cut_at_stop`, which keeps every other
+        token's logprob exact, unlike suppressing it); :meth:`training_batch` also neutralises any that slip
+        through (scored as targets, but fed back as padding)."""
         if not self.image_token:
             return []
         token_id = self.tokenizer.convert_tokens_to_ids(self.image_token)
         return [] if token_id is None or token_id == self.tokenizer.unk_token_id else [int(token_id)]
-
-    def hf_generate_kwargs(self) -> dict[str, Any]:
-        """Family arguments for ``model.generate``: stop tokens, pad token, suppressed placeholders."""
-        kwargs: dict[str, Any] = {"eos_token_id": self.stop_token_ids, "pad_token_id": self.pad_token_id}
-        if self.suppress_token_ids:
-            kwargs["suppress_tokens"] = self.suppress_token_ids
-        return kwargs
-
-    def vllm_sampling_kwargs(self) -> dict[str, Any]:
-        """Family arguments for ``vllm.SamplingParams``: stop tokens and suppressed placeholders."""
-        kwargs: dict[str, Any] = {"stop_token_ids": self.stop_token_ids}
-        if self.suppress_token_ids:
-            kwargs["logit_bias"] = {t: -100.0 for t in self.suppress_token_ids}
-        return kwargs
 
     def extra_stop_ids(self) -> list[int]:
         """Family hook: more stop tokens (e.g. Gemma's ``<end_of_turn>``)."""
@@ -397,7 +384,7 @@ class ModelAdapter:
         if len(prompts) != len(completion_ids):
             raise ValueError(f"{len(prompts)} prompts but {len(completion_ids)} completions")
         pad = self.pad_token_id
-        banned = set(self.suppress_token_ids)  # fed back as padding, else the forward miscounts image slots
+        banned = set(self.placeholder_token_ids)  # fed back as padding, else the forward miscounts image slots
         rows = [
             [*p.prompt_ids, *(pad if int(t) in banned else int(t) for t in c)]
             for p, c in zip(prompts, completion_ids)

@@ -195,11 +195,10 @@ def test_sampled_image_placeholder_does_not_break_the_forward(family):
     """A random policy can sample the image placeholder; scoring it must not crash or shift other tokens."""
     _, adapter, model, prompts = family
     if not adapter.supports_images:
-        assert adapter.suppress_token_ids == []
+        assert adapter.placeholder_token_ids == []
         return
-    (placeholder,) = adapter.suppress_token_ids
-    assert adapter.hf_generate_kwargs()["suppress_tokens"] == [placeholder]
-    assert adapter.vllm_sampling_kwargs()["logit_bias"] == {placeholder: -100.0}
+    (placeholder,) = adapter.placeholder_token_ids
+    assert adapter.tokenizer.convert_ids_to_tokens(placeholder) == adapter.image_token
     with torch.no_grad():
         full = adapter.completion_logprobs(model, prompts[:2], [[11, placeholder, 12], [13]])
         prefix = adapter.completion_logprobs(model, prompts[:2], [[11, placeholder], [13]])

@@ -99,12 +99,3 @@ def cut_at_stop(
         if tok in stops:
             return list(ids[: i + 1]), "stop"
     return list(ids), "length"
-
-
-def forbidden_completion_ids(adapter: Any) -> list[int]:
-    """Token ids a completion must not contain: the adapter's image placeholder token, if it has one."""
-    token = getattr(adapter, "image_token", None)
-    if not token:
-        return []
-    tok_id = adapter.tokenizer.convert_tokens_to_ids(token)
-    return [int(tok_id)] if tok_id is not None and tok_id != adapter.tokenizer.unk_token_id else []

@@ -20,7 +20,7 @@ from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
 
 from corl_vl.data.problem import Problem
-from corl_vl.rollout.base import Completion, Rollout, cut_at_stop, forbidden_completion_ids
+from corl_vl.rollout.base import Completion, Rollout, cut_at_stop
 
 
 class _LogprobRecorder(LogitsProcessor):
@@ -141,7 +141,7 @@ class HFEngine:
         sequences = out if isinstance(out, torch.Tensor) else out.sequences
         generated = sequences[:, batch["input_ids"].shape[1] :].cpu()
         logprobs = recorder.finish(generated.to(device))
-        forbidden = forbidden_completion_ids(self.adapter)
+        forbidden = self.adapter.placeholder_token_ids
         result = []
         for row_ids, row_lp in zip(generated.tolist(), logprobs.tolist()):
             ids, reason = cut_at_stop(row_ids, stop_ids, forbidden)

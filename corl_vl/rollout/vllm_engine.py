@@ -24,7 +24,7 @@ from typing import Any
 
 from corl_vl.data.problem import Problem
 from corl_vl.paths import cache_dir
-from corl_vl.rollout.base import Completion, Rollout, cut_at_stop, forbidden_completion_ids
+from corl_vl.rollout.base import Completion, Rollout, cut_at_stop
 
 
 class VLLMEngine:
@@ -102,7 +102,7 @@ class VLLMEngine:
             for i in range(len(problems))
         ]
         outputs = self.llm.generate(requests, params, use_tqdm=False)
-        forbidden = forbidden_completion_ids(self.adapter)
+        forbidden = self.adapter.placeholder_token_ids
         rollouts = []
         for problem, out in zip(problems, outputs):
             completions = []
