@@ -48,3 +48,5 @@ def configure_cache_env() -> None:
         if key not in os.environ:
             value.mkdir(parents=True, exist_ok=True)
             os.environ[key] = str(value)
+    # corl-vl draws its own (rich) progress; the per-file tqdm bars of hub/transformers/datasets only add noise.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
