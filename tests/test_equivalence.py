@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from corl_vl.answers import equivalent, grade, grade_record
+from corl_vl.answers import equivalent, grade, grade_record, mathverify_pool
 from corl_vl.answers.mathverify_pool import MathVerifyPool
 from corl_vl.answers.normalize import fast_equal
 
@@ -48,11 +48,133 @@ FAST = [
 ]
 
 SLOW = [
-    # (gold, pred, expected) — need math-verify
-    ("x=5", "5", True),
+    # (gold, pred, expected) — need math-verify (expected = math-verify's verdict, checked below)
     ("\\frac{1}{3}", "0.333333", True),  # equal only after rounding to 6 places
+    ("x = 2x-5", "x = 3x-10", False),  # the letter occurs on the right: math-verify solves, and says False
+    ("x=5", "y=5", False),  # different letters
+    ("i^2", "-1", False),  # i is a symbol here for math-verify (its complex detection is per string)
+    ("(0,1] \\cup (1,2)", "(0,2)", True),  # a union not written as its connected components
+    ("\\begin{pmatrix}1 & 2\\end{pmatrix}", "\\begin{pmatrix}1\\\\2\\end{pmatrix}", False),  # shapes differ
+]
+
+# Structural fast paths. Every expected verdict here is math-verify's own (0.9.0), checked by hand; the
+# comments name the rule that makes the fast verdict safe.
+STRUCTURAL = [
+    # x = value: math-verify unwraps an assignment against a plain answer, in either direction …
+    ("x=5", "5", True),
+    ("5", "x=5", True),
+    ("x=5", "6", False),
+    ("p = 3", "4", False),
+    ("x = \\frac{1}{2}", "0.5", True),
+    ("y=2x+3", "2x+3", True),
+    # … and compares two assignments to the same letter by their right-hand sides
+    ("x=5", "x=6", False),
+    ("k=-1", "k = -2", False),
+    ("y = 2x + 3", "y = 3 + 2x", True),
+    ("y = 2x + 3", "y = 3x + 3", False),
+    ("x \\in [-2,7]", "[-2,7]", True),
+    ("[-2,7]", "x \\in [-2,7]", True),
+    ("x \\in [-2,7]", "x \\in [-3,7]", False),
+    # linear equations: different hyperplanes → False; the same L − R → True
+    ("5x - 7y + 11z + 4 = 0", "6x - 7y + 11z + 4 = 0", False),
+    ("5x - 7y + 11z + 4 = 0", "5x + 11z - 7y + 4 = 0", True),
+    ("5x - 7y + 11z + 4 = 0", "5x - 7y + 11z = -4", True),
+    ("2x + 3y = 6", "2x + 3z = 6", False),
+    ("2x + 4 = 0", "x + 3 = 0", False),
+    ("x + 2y = 3", "x + 2y = 4", False),
+    # intervals: brackets matter at finite endpoints, not at ±∞; unions compared as sets
     ("[1,2)", "[1,2]", False),
+    ("(1,2]", "[1,2]", False),
+    ("(1,2)", "[1,2]", False),
+    ("(1,2]", "(1,3]", False),
+    ("[1,2]", "\\left[1,2\\right]", True),
+    ("(3,4]", "(4,4]", False),  # a proper interval against an empty one
+    ("(-\\infty, 0]", "(-\\infty, 1]", False),
+    ("[-\\infty, 0]", "(-\\infty, 0]", True),
+    ("[0, \\infty)", "[0, \\infty]", True),
+    (
+        "\\left[ \\frac{\\pi^2}{8}, \\frac{5 \\pi^2}{4} \\right]",
+        "\\left[ \\frac{\\pi^3}{8}, \\frac{5 \\pi^2}{4} \\right]",
+        False,
+    ),
+    ("(-\\infty, 2) \\cup (3, \\infty)", "(3, \\infty) \\cup (-\\infty, 2)", True),  # order-free
+    ("(-\\infty, 2) \\cup (3, \\infty)", "(-\\infty, 3) \\cup (3, \\infty)", False),
+    ("(0,9) \\cup (9,36)", "(1,9) \\cup (9,36)", False),
+    # matrices: same shape, element by element; pmatrix and bmatrix are the same
+    (
+        "\\begin{pmatrix} -1/3 \\\\ 2/3 \\end{pmatrix}",
+        "\\begin{pmatrix}-1/3\\\\2/3\\end{pmatrix}",
+        True,
+    ),  # \\ kept
+    ("\\begin{pmatrix}1\\\\2\\end{pmatrix}", "\\begin{bmatrix}1\\\\2\\end{bmatrix}", True),
+    ("\\begin{pmatrix}0.5\\\\2\\end{pmatrix}", "\\begin{pmatrix}1/2\\\\2\\end{pmatrix}", True),
+    ("\\begin{pmatrix}1\\\\2\\\\\\end{pmatrix}", "\\begin{pmatrix}1\\\\2\\end{pmatrix}", True),  # trailing \\
     ("\\begin{pmatrix}1\\\\2\\end{pmatrix}", "\\begin{pmatrix}1\\\\3\\end{pmatrix}", False),
+    ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{pmatrix}1&2\\\\3&5\\end{pmatrix}", False),
+    # numbers in a base: math-verify compares the digits as a number
+    ("52_8", "53_8", False),
+    ("052_8", "52_8", True),
+    ("4210_{5}", "4210_5", True),
+    # bare lists and sets are sets for math-verify
+    ("1,-2", "-2,1", True),
+    ("1,-2", "2,-2", False),
+    ("3, 5, 7", "4, 5, 7", False),
+    # complex numbers: different at i = √−1 → False; the same polynomial in i → True
+    ("6 - 5i", "7 - 5i", False),
+    ("6 - 5i", "-5i + 6", True),
+    ("1+i", "i+1", True),
+    ("4i", "4i+0", True),
+    # trigonometric functions (\\sin 2x is ambiguous and refused; see NOT_FAST)
+    ("\\cot x", "\\frac{\\cos x}{\\sin x}", True),
+    ("\\cot x", "\\cot x+1", False),
+    ("\\sec x", "\\frac{1}{\\cos x}", True),
+    ("\\csc x", "\\frac1{\\sin x}", True),
+    ("\\tan x", "\\frac{\\sin x}{\\cos x}", True),
+    ("\\cot^2 x", "\\frac{1}{\\tan^2 x}", True),
+    ("\\sin x^2", "\\sin(x^2)", True),
+    ("\\sin(2x)", "2\\sin(x)\\cos(x)", True),
+    ("\\sin \\frac{\\pi}{6}", "\\frac12", True),
+    ("\\cos x", "\\sin x", False),
+    ("\\sqrt[3]{8}", "2", True),
+    ("\\pi", "3.14", False),
+    ("\\frac{\\sqrt{3}}{2}", "0.86603", False),
+    ("\\frac{\\pi}{4}", "45^\\circ", False),  # degree marks are dropped, as math-verify does
+    ("\\frac{270}7\\text{ degrees}", "\\frac{270}{7}", True),  # \\frac{a}7
+    # a ± b is the set {a+b, a-b}
+    ("\\pm 3", "-3, 3", True),
+    ("1 \\pm \\sqrt{19}", "1 - \\sqrt{19}, 1+\\sqrt{19}", True),
+    ("1 \\pm \\sqrt{19}", "\\sqrt{19} \\pm 1", False),
+    ("1 \\pm \\sqrt{19}", "1 + \\sqrt{19}", False),
+    ("3 \\pm 2\\sqrt{2}", "4 \\pm 2 \\sqrt{2}", False),
+    ("-1 \\pm 2i", "-1+2i, -1-2i", True),
+    ("2 \\cdot 3 \\pm 1", "5, 7", True),
+    ("x = 1 \\pm \\sqrt{2}", "1 \\pm \\sqrt{2}", True),
+    ("\\{1\\pm\\sqrt{5},-2\\}", "\\{-2, 1-\\sqrt{5},1+\\sqrt{5}\\}", True),
+    ("\\{1\\pm\\sqrt{5},-2\\}", "\\{2\\pm\\sqrt{5},-2\\}", False),
+]
+
+# Pairs the fast paths must leave to math-verify (a fast verdict would be a guess).
+NOT_FAST = [
+    ("\\sin 2x", "2\\sin x\\cos x"),  # is it sin(2x) or sin(2)·x?
+    ("e", "2.718281828"),  # equal only after rounding
+    ("\\pi", "3.14159265"),
+    ("\\frac{\\sqrt{3}}{2}", "0.866025"),
+    ("\\ln 2", "0.693147"),
+    ("\\log 100", "2"),  # \\log is base 10 for math-verify
+    ("i", "\\sqrt{-1}"),
+    ("x=5", "X=5"),
+    ("x \\in (3,4]", "y \\in (3,4]"),
+    ("\\text{x=5}", "5"),  # a string for math-verify, not an equation
+    ("E=5", "5"),
+    ("(5,3]", "(6,3]"),  # two empty intervals
+    ("(0,9) \\cup (9,36)", "(0,9) \\cup [9,36)"),  # a union not written as components
+    ("1,1,2", "1,2,2"),
+    ("52_8", "52"),
+    ("x=5", "x=5, y=3"),
+    ("5x - 7y + 11z + 4 = 0", "10x - 14y + 22z + 8 = 0"),  # proportional: math-verify solves (True)
+    ("x + y = 1", "1 = x + y"),
+    ("\\frac{3}{2} \\pm \\frac{\\sqrt{5}}{2}", "\\frac{3 \\pm \\sqrt{5}}{2}"),  # ± inside a fraction
+    ("3 \\pm 2\\sqrt{2}", "(3 + 2\\sqrt{2}, 3-2\\sqrt{2})"),  # ± against a tuple
 ]
 
 
@@ -60,6 +182,22 @@ SLOW = [
 def test_fast_paths(gold: str, pred: str, expected: bool) -> None:
     assert fast_equal(gold, pred) is expected  # decided without math-verify
     assert equivalent(gold, pred) is expected
+
+
+@pytest.mark.parametrize(("gold", "pred", "expected"), STRUCTURAL)
+def test_structural_fast_paths(gold: str, pred: str, expected: bool) -> None:
+    assert fast_equal(gold, pred) is expected  # decided without math-verify
+
+
+@pytest.mark.parametrize(("gold", "pred"), NOT_FAST)
+def test_left_to_math_verify(gold: str, pred: str) -> None:
+    assert fast_equal(gold, pred) is None
+
+
+def test_structural_verdicts_agree_with_math_verify() -> None:
+    # The tables above were written from math-verify's answers; keep them honest (one worker, ~1 s).
+    for gold, pred, expected in STRUCTURAL[::4]:
+        assert mathverify_pool.check(gold, pred, 20.0) is expected, (gold, pred)
 
 
 def test_math_verify_cases() -> None:

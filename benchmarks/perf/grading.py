@@ -4,11 +4,14 @@ Builds a response set from real benchmark answers (``--data`` = the folder holdi
 ``mathvista/testmini.json``): every MATH-500 gold answer rendered as a boxed final answer in several
 equivalent spellings (identical, re-spaced, ``\\dfrac``, decimal/thousands forms) and non-equivalent ones
 (the first number off by one, else an extra term), plus MathVista multiple-choice answers as letters and option values.
-Each response has a known verdict by construction. Both graders see the same (response, gold) pairs; the
-script prints throughput, the ratio, accuracy against the constructed verdicts, and disagreements with
-examples (split into "math-verify right" and "math-verify wrong").
+Each response has a known verdict by construction. Both graders see the same (response, gold) pairs in the
+same process, after start-up (our math-verify workers started, math-verify's grammars loaded) and with the
+arms alternating when ``--repeat`` > 1. The script prints single-thread throughput of both (medians), the
+ratio, our throughput with no cache at all and with threads, accuracy against the constructed verdicts, the
+pairs our grader still hands to math-verify, and disagreements with examples (split into "math-verify right,
+ours wrong" and "math-verify wrong, ours right").
 
-    python benchmarks/perf/grading.py --data ../shared/benchmarks [--limit 500] [--threads N]
+    python benchmarks/perf/grading.py --data ../shared/benchmarks [--limit 500] [--threads N] [--repeat R]
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 import logging
 import os
 import re
+import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -79,12 +83,27 @@ def mathvista_cases(path: Path, limit: int) -> list[dict]:
     return cases
 
 
-def run_ours(cases: list[dict], threads: int, timeout: float) -> tuple[list[bool], float]:
-    from corl_vl.answers import clear_cache, grade
+def _clear_all_caches() -> None:
+    from corl_vl.answers import clear_cache
+    from corl_vl.answers.normalize import clear_caches
 
     clear_cache()
+    clear_caches()
+
+
+def run_ours(
+    cases: list[dict], threads: int, timeout: float, *, no_cache: bool = False
+) -> tuple[list[bool], float]:
+    """corl-vl ``grade`` over the cases. Every cache (verdicts and per-string work) is emptied first, so only
+    repeats inside this pass hit it — as in training, where one gold meets K rollouts of several agents.
+    ``no_cache`` empties them before every pair as well (the worst case: nothing is ever seen twice)."""
+    from corl_vl.answers import grade
+
+    _clear_all_caches()
 
     def one(c: dict) -> bool:
+        if no_cache:
+            _clear_all_caches()
         return grade(c["response"], c["gold"], choices=c.get("choices"), timeout=timeout).correct
 
     start = time.perf_counter()
@@ -94,6 +113,13 @@ def run_ours(cases: list[dict], threads: int, timeout: float) -> tuple[list[bool
         with ThreadPoolExecutor(threads) as pool:
             verdicts = list(pool.map(one, cases))
     return verdicts, time.perf_counter() - start
+
+
+def warm_math_verify() -> None:
+    """Load math-verify's grammars and sympy once, outside the timed loop (our workers are warmed too)."""
+    from math_verify import parse, verify
+
+    verify(parse("$\\frac{1}{2}$"), parse("The answer is $\\boxed{0.5}$."))
 
 
 def run_math_verify(cases: list[dict]) -> tuple[list[bool], float]:
@@ -109,6 +135,24 @@ def run_math_verify(cases: list[dict]) -> tuple[list[bool], float]:
     return verdicts, time.perf_counter() - start
 
 
+class _CountCalls:
+    """Counts the pairs our grader hands to its math-verify workers, and their wall time."""
+
+    def __init__(self) -> None:
+        from corl_vl.answers import mathverify_pool
+
+        self.module, self.original = mathverify_pool, mathverify_pool.check
+        self.calls: list[tuple[float, str, str]] = []
+        mathverify_pool.check = self
+
+    def __call__(self, gold: str, pred: str, timeout: float) -> bool | None:
+        start = time.perf_counter()
+        try:
+            return self.original(gold, pred, timeout)
+        finally:
+            self.calls.append((time.perf_counter() - start, gold, pred))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -122,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--timeout", type=float, default=5.0)
     parser.add_argument("--examples", type=int, default=5)
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds of both single-thread arms (medians are reported)"
+    )
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
 
@@ -135,33 +182,54 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     set_max_workers(max(1, args.threads)).warm_up(max(1, args.threads))
+    warm_math_verify()
     print(
-        f"math-verify worker start-up (once per process, not timed below): {time.perf_counter() - start:.2f} s"
+        f"start-up, not timed below (our workers, math-verify's grammars): {time.perf_counter() - start:.2f} s"
     )
 
-    ours, t_ours = run_ours(cases, 1, args.timeout)
+    counter = _CountCalls()
+    t_mv_runs, t_ours_runs, t_cold_runs = [], [], []
+    for _ in range(max(1, args.repeat)):  # the arms alternate, so machine load hits both alike
+        mv, t = run_math_verify(cases)
+        t_mv_runs.append(t)
+        counter.calls.clear()
+        ours, t = run_ours(cases, 1, args.timeout)
+        t_ours_runs.append(t)
+        sent = list(counter.calls)
+        ours_cold, t = run_ours(cases, 1, args.timeout, no_cache=True)
+        t_cold_runs.append(t)
     ours_mt, t_ours_mt = run_ours(cases, args.threads, args.timeout)
-    mv, t_mv = run_math_verify(cases)
-    assert ours == ours_mt, "threaded grading must give the same verdicts"
+    assert ours == ours_mt == ours_cold, "threaded and uncached grading must give the same verdicts"
+    t_mv, t_ours, t_cold = (statistics.median(ts) for ts in (t_mv_runs, t_ours_runs, t_cold_runs))
 
-    print(f"\n{'grader':<34}{'pairs/s':>10}{'total s':>10}{'accuracy':>10}")
+    print(f"\n{'grader':<44}{'pairs/s':>10}{'total s':>10}{'accuracy':>10}")
     for name, verdicts, seconds in (
         ("math_verify parse+verify (1 thread)", mv, t_mv),
         ("corl-vl grade (1 thread)", ours, t_ours),
+        ("corl-vl grade (1 thread, no cache at all)", ours_cold, t_cold),
         (f"corl-vl grade ({args.threads} threads)", ours_mt, t_ours_mt),
     ):
         acc = sum(v == c["expected"] for v, c in zip(verdicts, cases)) / n
-        print(f"{name:<34}{n / seconds:>10.0f}{seconds:>10.2f}{acc:>10.4f}")
+        print(f"{name:<44}{n / seconds:>10.0f}{seconds:>10.2f}{acc:>10.4f}")
     print(
-        f"\nspeed-up, 1 thread: {t_mv / t_ours:.1f}x   with {args.threads} threads: {t_mv / t_ours_mt:.1f}x"
+        f"\nspeed-up, 1 thread: {t_mv / t_ours:.1f}x   no cache: {t_mv / t_cold:.1f}x   "
+        f"with {args.threads} threads: {t_mv / t_ours_mt:.1f}x"
     )
-    print(f"math-verify timeouts in our pool: {get_pool().timeouts}")
+    if len(t_mv_runs) > 1:
+        print("per round (1 thread): " + "  ".join(f"{m / o:.1f}x" for m, o in zip(t_mv_runs, t_ours_runs)))
+    print(
+        f"pairs sent to math-verify by our grader: {len(sent)} of {n} "
+        f"({sum(d for d, _, _ in sent):.2f} s of {t_ours_runs[-1]:.2f} s); timeouts: {get_pool().timeouts}"
+    )
+    for seconds, gold, pred in sorted(sent, reverse=True)[: args.examples]:
+        print(f"   {seconds * 1000:7.1f} ms  gold={gold!r} pred={pred!r}")
 
     differ = [(c, o, m) for c, o, m in zip(cases, ours, mv) if o != m]
     mv_right = [d for d in differ if d[2] == d[0]["expected"]]
     mv_wrong = [d for d in differ if d[2] != d[0]["expected"]]
     print(
-        f"\ndisagreements: {len(differ)}  (math-verify right: {len(mv_right)}, math-verify wrong: {len(mv_wrong)})"
+        f"\ndisagreements: {len(differ)}  (math-verify right, ours wrong: {len(mv_right)}; "
+        f"math-verify wrong, ours right: {len(mv_wrong)})"
     )
     for title, rows in (
         ("math-verify right, ours wrong", mv_right),

@@ -6,7 +6,9 @@ Order of decisions for ``equivalent(gold, pred)`` (gold first: math-verify is as
 2. multiple choice (``choices`` given and gold names an option): same letter, or the prediction equals the
    gold option's value (°, %, units stripped); a different letter or another option's value → False;
 3. fast paths (:mod:`corl_vl.answers.normalize`): canonical LaTeX strings, plain numbers (fractions, percent,
-   units, thousands separators), one level of tuples/intervals/sets;
+   units, thousands separators), ``x = 5`` assignments, linear equations, intervals and their unions, matrices,
+   numbers in a base, ``a \\pm b``, one level of tuples/sets/lists, and simple expressions (trigonometric
+   functions, ``e``, ``i``) evaluated numerically — each following math-verify's own rules, and answering False only when certain;
 4. inputs that could hang sympy (over 1,000 characters, braces nested over 40 deep, power towers, huge
    exponents or factorials) → False without asking math-verify;
 5. math-verify ``verify(parse(gold), parse(pred))`` in a worker process, with ``timeout`` seconds (default
