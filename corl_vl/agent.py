@@ -13,13 +13,21 @@ The update (one optimizer step per cohort step):
 3. a grad pass in micro-batches over the completions whose loss can be non-zero (non-zero advantage, or any
    when β > 0), each micro-batch normalised by whole-batch totals so the accumulated gradient equals the
    full-batch gradient; then clip, step, schedule.
+
+Distributed runs (:mod:`corl_vl.distributed`) wrap the same model and AdamW in a DeepSpeed ZeRO-2/3 engine over
+the agent's rank group (:meth:`attach_deepspeed`); the update is the same loop with ``engine.backward`` /
+``engine.step`` (DeepSpeed clips), and the losses are normalised by the *group's* batch totals so the averaged
+gradient equals the full-batch gradient whatever the share each rank trained on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -80,6 +88,9 @@ class Agent:
         if len(self.view) != len(view):
             raise CorlError(f"agent {name}: its data view has duplicate problem ids")
         self.ref_model = ref_model
+        self.ds: Any = None  # DeepSpeed engine (distributed runs), see attach_deepspeed
+        self.dp_group: Any = None
+        self.dp_size = 1
         tc = cfg.train
         self.lr = tc.lr if lr is None else lr
         params = [p for p in model.parameters() if p.requires_grad]
@@ -158,10 +169,11 @@ class Agent:
         prompts = [self.adapter.encode_prompt(p) for p in problems]
         g = self.cfg.grpo
         self.engine.wake()
-        rollouts = self.engine.generate(
-            problems, k=g.k, temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
-            seed=seed, prompts=prompts,
-        )  # fmt: skip
+        with self.full_weights():
+            rollouts = self.engine.generate(
+                problems, k=g.k, temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
+                seed=seed, prompts=prompts,
+            )  # fmt: skip
         got = [r.problem_id for r in rollouts]
         if got != list(ids):
             raise CorlError(
@@ -207,10 +219,14 @@ class Agent:
         norm = Normalizer.of(mask)
         adv = batch.advantages.to(device)
         rows = [i for i in range(len(batch.prompts)) if self.spec.beta > 0 or adv[i] != 0]
-        self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss_total, parts = 0.0, []
         mb = g.micro_batch_size
+        n_micro, group_rows = -(-len(rows) // mb), len(rows)
+        if self.dp_size > 1:
+            norm, n_micro, group_rows = self._group_totals(norm, n_micro, len(rows))
+        self.model.train()
+        if self.ds is None:
+            self.optimizer.zero_grad(set_to_none=True)
+        loss_total, parts = 0.0, []
         for start in range(0, len(rows), mb):
             idx = rows[start : start + mb]
             cur = self.adapter.completion_logprobs(
@@ -224,15 +240,24 @@ class Agent:
                 ref_logprobs=None if ref_lp is None else ref_lp[sel, :width],
                 rho=None if rho is None else rho[sel, :width], normalizer=norm,
             )  # fmt: skip
-            loss.backward()
+            self._backward(loss)
             loss_total += float(loss.detach())
             parts.append((float(mask[sel].sum()), m))
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.grad_clip)
         metrics["lr"] = self.optimizer.param_groups[0]["lr"]
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        metrics.update({"loss": loss_total, "grad_norm": float(grad_norm), "trained_rows": float(len(rows))})
+        if self.ds is None:
+            grad_norm = float(
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.grad_clip)
+            )
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        else:
+            grad_norm = self._deepspeed_step(batch, n_micro - -(-len(rows) // mb), group_rows)
+        with (
+            warnings.catch_warnings()
+        ):  # a skipped DeepSpeed step never calls AdamW.step; the schedule still moves
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before")
+            self.scheduler.step()
+        metrics.update({"loss": loss_total, "grad_norm": grad_norm, "trained_rows": float(len(rows))})
         total = sum(w for w, _ in parts)
         for key in ("clip/frac", "clip/low_frac", "clip/high_frac", "kl"):
             vals = [(w, m[key]) for w, m in parts if key in m]
@@ -240,14 +265,89 @@ class Agent:
                 metrics[key] = sum(w * v for w, v in vals) / max(total, 1.0)
         return metrics
 
+    # ------------------------------------------------------------------ DeepSpeed (distributed runs)
+    def attach_deepspeed(self, ds_config: dict[str, Any], mpu: Any, dp_group: Any) -> None:
+        """Wrap model + AdamW in a DeepSpeed engine over the agent's group (``mpu`` names the group).
+
+        The scheduler stays ours (it sets ``lr`` on the same param-group dicts DeepSpeed's ZeRO optimizer keeps),
+        so the schedule is identical to the single-process run's.
+        """
+        from corl_vl.distributed import deepspeed_engine
+
+        self.ds = deepspeed_engine(self.model, self.optimizer, ds_config, mpu)
+        self.dp_group, self.dp_size = dp_group, mpu.get_data_parallel_world_size()
+
+    def full_weights(self) -> Any:
+        """Context with every parameter whole on this rank: ZeRO-3 partitions them across the group, and
+        generation and ``save_pretrained`` need the full tensors (a gather over the agent's group only)."""
+        if self.ds is None or self.ds.zero_optimization_stage() != 3:
+            return contextlib.nullcontext()
+        import deepspeed
+
+        return deepspeed.zero.GatheredParameters(list(self.model.parameters()), modifier_rank=None)
+
+    def _group_totals(self, norm: Normalizer, n_micro: int, n_rows: int) -> tuple[Normalizer, int, int]:
+        """Whole-group batch totals, the most micro-batches any member runs, and the group's trained rows."""
+        import torch.distributed as dist
+
+        sums = torch.tensor([norm.n_sequences, norm.n_tokens, n_rows], dtype=torch.float64)
+        dist.all_reduce(sums, group=self.dp_group)
+        most = torch.tensor([n_micro], dtype=torch.float64)
+        dist.all_reduce(most, op=dist.ReduceOp.MAX, group=self.dp_group)
+        return Normalizer(int(sums[0]), int(sums[1])), int(most[0]), int(sums[2])
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        """Plain backward, or DeepSpeed's; DeepSpeed *averages* over the group, so the loss is scaled by its size
+        (each member's loss is already a share of the group total)."""
+        if self.ds is None:
+            loss.backward()
+        else:
+            self.ds.backward(loss * self.dp_size if self.dp_size > 1 else loss)
+
+    def _deepspeed_step(self, batch: Batch, padding: int, group_rows: int) -> float:
+        """Finish a DeepSpeed update; returns the pre-clip gradient norm.
+
+        ``padding`` zero-loss backward passes keep every group member's count of backward calls (ZeRO reduces in
+        backward hooks) equal. A step in which no group member trained is skipped, as plain AdamW skips
+        parameters without gradients.
+        """
+        for _ in range(padding):
+            cur = self.adapter.completion_logprobs(
+                self.model, batch.prompts[:1], batch.completions[:1], temperature=self.cfg.grpo.temperature or 1.0,
+                micro_batch_size=1,
+            )  # fmt: skip
+            self.ds.backward(cur.logprobs.sum() * 0.0)
+        if group_rows == 0:
+            return 0.0
+        self.ds.step()
+        norm = self.ds.get_global_grad_norm()
+        return float(norm) if norm is not None else float("nan")
+
     def sync(self) -> None:
         """Push the updated weights to the rollout engine."""
         self.engine.sync_weights(self.model)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
+        """Optimizer (single process) and scheduler state; DeepSpeed's partitioned state is saved by
+        :meth:`save_deepspeed` instead."""
+        if self.ds is not None:
+            return {"scheduler": self.scheduler.state_dict()}
         return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        if self.ds is None:
+            self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+
+    def save_deepspeed(self, folder: Path) -> None:
+        """Every group member writes its ZeRO partition (DeepSpeed's save has WORLD barriers: all agents save
+        together)."""
+        self.ds.save_checkpoint(str(folder), tag="state", save_latest=False)
+
+    def load_deepspeed(self, folder: Path) -> None:
+        path, _ = self.ds.load_checkpoint(
+            str(folder), tag="state", load_optimizer_states=True, load_lr_scheduler_states=False
+        )
+        if path is None:
+            raise CorlError(f"{folder}: no DeepSpeed state for agent {self.name}")

@@ -16,6 +16,11 @@ Layout::
 
 Atomicity: everything is written into a hidden temporary folder, then renamed into place; ``latest`` is
 replaced with ``os.replace``. A crash mid-save leaves the previous checkpoint untouched.
+
+Distributed runs (one agent per process group, :mod:`corl_vl.distributed`) write the same layout into a shared
+run folder: every rank calls the save at the same step (DeepSpeed's own save has WORLD barriers), each agent's
+group rank 0 writes its HF folder, every rank writes its ZeRO partition under ``<agent>/deepspeed/`` and its RNG
+state under ``rng/``, and global rank 0 writes the cohort state and renames the folder into place after a barrier.
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 
 def save_checkpoint(run_dir: str | Path, cohort: Any) -> Path:
     """Write a checkpoint of ``cohort`` at its current step; returns its folder."""
+    if getattr(cohort, "dist", None) is not None:
+        return _save_distributed(Path(run_dir), cohort)
     root = Path(run_dir) / CHECKPOINTS
     root.mkdir(parents=True, exist_ok=True)
     name = f"step-{cohort.step_index:06d}"
@@ -102,6 +109,8 @@ def load_checkpoint(path: str | Path, cohort: Any) -> int:
     if not meta_file.exists():
         raise CorlError(f"{path}: not a complete checkpoint (no meta.json)")
     meta = json.loads(meta_file.read_text())
+    if getattr(cohort, "dist", None) is not None:
+        return _load_distributed(path, meta, cohort)
     names = [a.name for a in cohort.agents]
     if meta["agents"] != names:
         raise CorlError(f"{path}: checkpoint has agents {meta['agents']}, the config has {names}")
@@ -117,4 +126,88 @@ def load_checkpoint(path: str | Path, cohort: Any) -> int:
     state = torch.load(path / "cohort_state.pt", weights_only=False)
     cohort.load_state_dict(state["cohort"])
     _set_rng_state(state["rng"])
+    return int(meta["step"])
+
+
+# ------------------------------------------------------------------------------------------ distributed
+
+
+def _replace_folder(root: Path, tmp: Path, name: str) -> Path:
+    """Rename ``tmp`` to ``root/name`` (replacing an older folder of that name) and point ``latest`` at it."""
+    final = root / name
+    if final.exists():
+        old = root / f".{name}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        final.rename(old)
+        tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(final)
+    latest_tmp = root / ".latest.tmp"
+    latest_tmp.write_text(name)
+    os.replace(latest_tmp, root / "latest")
+    return final
+
+
+def _save_pretrained_here(model: Any, folder: Path) -> None:
+    """``save_pretrained`` written by *this* rank.
+
+    Once ``torch.distributed`` is initialised, transformers writes weights and config only on global rank 0
+    (``should_save_on_this_rank``) and silently skips every other rank — which would drop every agent but the
+    first. Here the caller is its agent's writer, so the model's rank gate is lifted for this one call.
+    """
+    model.should_save_on_this_rank = lambda is_main_process: is_main_process
+    try:
+        model.save_pretrained(folder, safe_serialization=True)
+    finally:
+        del model.should_save_on_this_rank
+    if not (folder / "config.json").exists():
+        raise CorlError(f"{folder}: save_pretrained wrote no config.json")
+
+
+def _save_distributed(run_dir: Path, cohort: Any) -> Path:
+    dist = cohort.dist
+    root = run_dir / CHECKPOINTS
+    name = f"step-{cohort.step_index:06d}"
+    tmp = root / f".{name}.tmp"  # one name every rank agrees on without communicating
+    if dist.is_main:
+        shutil.rmtree(tmp, ignore_errors=True)  # left by a crashed save
+        tmp.mkdir(parents=True)
+    dist.barrier()
+    for agent in cohort.agents:
+        folder = tmp / agent.name
+        with agent.full_weights():  # ZeRO-3: a gather over the group, so every member enters it
+            if dist.is_group_leader:
+                _save_pretrained_here(agent.model, folder)
+                agent.adapter.processor.save_pretrained(folder)
+                torch.save(agent.state_dict(), folder / "trainer_state.pt")
+        agent.save_deepspeed(folder / "deepspeed")
+    (tmp / "rng").mkdir(exist_ok=True)
+    torch.save(_rng_state(), tmp / "rng" / f"rank-{dist.rank}.pt")
+    dist.barrier()
+    final = root / name
+    if dist.is_main:
+        torch.save({"cohort": cohort.state_dict(), "world_size": dist.world_size}, tmp / "cohort_state.pt")
+        meta = {"step": cohort.step_index, "agents": cohort.names, "world_size": dist.world_size}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+        final = _replace_folder(root, tmp, name)
+    dist.barrier()
+    return final
+
+
+def _load_distributed(path: Path, meta: dict[str, Any], cohort: Any) -> int:
+    dist = cohort.dist
+    if meta["agents"] != cohort.names or meta.get("world_size") != dist.world_size:
+        raise CorlError(
+            f"{path}: saved for agents {meta['agents']} on {meta.get('world_size', 1)} processes; "
+            f"this launch has {cohort.names} on {dist.world_size}"
+        )
+    for agent in cohort.agents:
+        folder = path / agent.name
+        agent.load_deepspeed(folder / "deepspeed")  # weights and ZeRO optimizer partitions
+        agent.load_state_dict(torch.load(folder / "trainer_state.pt", weights_only=False))
+        agent.sync()
+    state = torch.load(path / "cohort_state.pt", weights_only=False)
+    cohort.load_state_dict(state["cohort"])
+    _set_rng_state(torch.load(path / "rng" / f"rank-{dist.rank}.pt", weights_only=False))
     return int(meta["step"])

@@ -8,6 +8,10 @@ them in order, and :func:`corl_vl.rewards.peer_pseudo_labels` refuses answers fo
 
 Self-rewarding baselines (TTRL, EMPO, Intuitor, RENT) and the GT reward run through this same loop (each agent
 rewarded by itself or the dataset), so comparisons with Co-RL differ only in the reward.
+
+Distributed runs (:mod:`corl_vl.distributed`): each process holds only *its* agent and its share of the step's
+ids; the answers of every agent for every id arrive through one exchange (a collective), after which labels are
+computed from the same data on every rank. With one process the exchange is the identity and the share is all.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from corl_vl.answers import extract_answer, vote
 from corl_vl.answers.equivalence import equivalent
 from corl_vl.config import CohortConfig
 from corl_vl.data.problem import Problem
+from corl_vl.distributed import DistContext
 from corl_vl.errors import CorlError
 from corl_vl.grpo import group_advantages
 from corl_vl.rewards import (
@@ -137,9 +142,26 @@ def rollout_seed(seed: int, step: int, agent_index: int) -> int:
 class Cohort:
     """All agents, the topology, the sampler; :meth:`step` runs one Co-RL (or baseline) step."""
 
-    def __init__(self, cfg: CohortConfig, agents: list[Agent], base: Sequence[Problem]) -> None:
-        if len(agents) != len(cfg.agents):
-            raise CorlError(f"{len(agents)} agents built for {len(cfg.agents)} configured")
+    def __init__(
+        self,
+        cfg: CohortConfig,
+        agents: list[Agent],
+        base: Sequence[Problem],
+        *,
+        dist: DistContext | None = None,
+    ) -> None:
+        self.names = cfg.agent_names()
+        self.dist = dist
+        # the global indices (config order) of the agents this process holds: all, or its one agent
+        self.indices = [dist.agent_index] if dist is not None else list(range(len(cfg.agents)))
+        if [a.name for a in agents] != [self.names[i] for i in self.indices]:
+            raise CorlError(
+                f"agents {[a.name for a in agents]} built for {[self.names[i] for i in self.indices]}"
+            )
+        if dist is not None and cfg.data.problems_per_step < dist.group_size:
+            raise CorlError(
+                f"data.problems_per_step={cfg.data.problems_per_step} is below the {dist.group_size} ranks per agent"
+            )
         self.cfg = cfg
         self.agents = agents
         self.base = {p.id: p for p in base}
@@ -147,33 +169,58 @@ class Cohort:
         self.topology: Topology | None = None
         if cfg.train.reward == "co_rl":
             spec: Any = {"graph": cfg.topology.edges} if cfg.topology.kind == "graph" else cfg.topology.kind
-            self.topology = from_config(spec, len(agents), agent_names=[a.name for a in agents])
+            self.topology = from_config(spec, len(self.names), agent_names=self.names)
         self.step_index = 0
-        self.last: list[AgentStep] = []
+        self.last: list[AgentStep] = []  # this process's agents' step data
+        self.last_answers: dict[str, dict[str, list[str | None]]] = {}  # every agent's answers, all ids
+        self.last_labels: dict[str, dict[str, str | None]] = {}  # co_rl: every agent's labels, all ids
 
     @classmethod
-    def from_config(cls, cfg: CohortConfig, *, device: str = "cpu") -> Cohort:
+    def from_config(
+        cls, cfg: CohortConfig, *, device: str = "cpu", dist: DistContext | None = None
+    ) -> Cohort:
+        """Build the agents this process holds (all of them, or in a distributed run its own one)."""
         base = load_base_problems(cfg)
         agents = []
-        for acfg in cfg.agents:
+        indices = [dist.agent_index] if dist is not None else range(len(cfg.agents))
+        for index in indices:
+            acfg = cfg.agents[index]
             from model_adapters.registry import create_adapter
 
             adapter = create_adapter(acfg.model, adapter=acfg.adapter, **acfg.adapter_kwargs)
             view = agent_view(base, cfg, acfg.data_view, text_only=not adapter.supports_images)
             agents.append(Agent.from_config(acfg, cfg, view, device=device, adapter=adapter))
-        return cls(cfg, agents, base)
+        if dist is not None:
+            from corl_vl.distributed import deepspeed_config
+
+            d = cfg.distributed
+            if not d.deepspeed:
+                raise CorlError(
+                    "distributed.deepspeed: a multi-process launch needs a DeepSpeed config "
+                    "(e.g. --set distributed.deepspeed=configs/deepspeed/zero2.json)"
+                )
+            for agent in agents:
+                dtype = str(next(agent.model.parameters()).dtype).removeprefix("torch.")
+                ds = deepspeed_config(
+                    d.deepspeed, zero_stage=d.zero_stage, grad_clip=cfg.train.grad_clip,
+                    group_size=dist.group_size, dtype=dtype,
+                )  # fmt: skip
+                agent.attach_deepspeed(ds, dist.mpu, dist.dp_group)
+        return cls(cfg, agents, base, dist=dist)
 
     # -------------------------------------------------------------------------------------- phases
     def step(self) -> dict[str, dict[str, float]]:
         """One step for every agent; returns ``{agent name: metrics}`` (plus ``"cohort"`` for shared ones)."""
         cfg = self.cfg
         ids = self.sampler.next(cfg.data.problems_per_step)
+        mine = self.dist.my_share(ids) if self.dist is not None else ids  # this rank's share of the ids
         times: dict[str, float] = {}
 
         t0 = time.perf_counter()
         steps: list[AgentStep] = []
-        for i, agent in enumerate(self.agents):
-            prompts, rollouts = agent.rollout(ids, seed=rollout_seed(cfg.train.seed, self.step_index, i))
+        for i, agent in zip(self.indices, self.agents):
+            seed = rollout_seed(cfg.train.seed, self.step_index, i)
+            prompts, rollouts = agent.rollout(mine, seed=seed)
             answers = {
                 r.problem_id: [
                     extract_answer(c.text, agent.view[r.problem_id].choices) for c in r.completions
@@ -187,14 +234,16 @@ class Cohort:
         for agent, st in zip(self.agents, steps):
             agent.engine.sleep()
             st.scored = agent.score(*self._rows(st))
-        self._rewards(ids, steps)
+        local = {agent.name: st.answers for agent, st in zip(self.agents, steps)}
+        self.last_answers = local if self.dist is None else self.dist.exchange(ids, local, self.names)
+        self._rewards(ids, mine, steps)
         times["time/reward"] = time.perf_counter() - t0
 
         metrics: dict[str, dict[str, float]] = {}
         t_update = t_sync = 0.0
         for agent, st in zip(self.agents, steps):
             t0 = time.perf_counter()
-            rewards = torch.tensor([st.rewards[pid] for pid in ids], dtype=torch.float64)
+            rewards = torch.tensor([st.rewards[pid] for pid in mine], dtype=torch.float64)
             adv = group_advantages(rewards, scale=cfg.grpo.advantage).reshape(-1).to(torch.float32)
             prompts, completions = self._rows(st)
             batch = Batch(prompts, completions, self._rollout_logprobs(st), adv)
@@ -203,7 +252,7 @@ class Cohort:
             t0 = time.perf_counter()
             agent.sync()
             t_sync += time.perf_counter() - t0
-            m.update(self._step_metrics(ids, st, rewards))
+            m.update(self._step_metrics(mine, st, rewards))
             metrics[agent.name] = m
         times["time/update"], times["time/sync"] = t_update, t_sync
         for m in metrics.values():
@@ -226,22 +275,29 @@ class Cohort:
             out[i, : len(c.logprobs)] = torch.tensor(c.logprobs, dtype=torch.float32)
         return out
 
-    def _rewards(self, ids: list[str], steps: list[AgentStep]) -> None:
-        """Fill every agent's rewards (and labels where the reward has labels) per ``train.reward``."""
+    def _rewards(self, ids: list[str], mine: list[str], steps: list[AgentStep]) -> None:
+        """Fill this process's agents' rewards (and labels where the reward has labels) per ``train.reward``.
+
+        Co-RL labels come from every agent's answers for all ``ids`` (:attr:`last_answers`), so every rank
+        computes the same labels; rewards are for this rank's share ``mine``.
+        """
         kind = self.cfg.train.reward
         choices = {pid: self.base[pid].choices for pid in ids}
         tp = self.cfg.topology
         if kind == "co_rl":
             assert self.topology is not None
             votes = peer_pseudo_labels(
-                [st.answers for st in steps],
+                [self.last_answers[name] for name in self.names],
                 self.topology,
                 choices=choices,
                 tie_policy=tp.ties,
                 min_share=tp.min_share,
             )
-            for st, v in zip(steps, votes):
-                st.labels = {pid: v[pid].label for pid in ids}
+            self.last_labels = {
+                name: {pid: v[pid].label for pid in ids} for name, v in zip(self.names, votes)
+            }
+            for agent, st in zip(self.agents, steps):
+                st.labels = {pid: self.last_labels[agent.name][pid] for pid in mine}
                 st.rewards = match_rewards(st.answers, st.labels, choices)
             return
         for agent, st in zip(self.agents, steps):
@@ -250,18 +306,18 @@ class Cohort:
                     pid: vote(
                         st.answers[pid], choices=choices[pid], tie_policy=tp.ties, min_share=tp.min_share
                     ).label
-                    for pid in ids
+                    for pid in mine
                 }
                 st.rewards = ttrl_rewards(st.answers, choices, tie_policy=tp.ties, min_share=tp.min_share)
             elif kind == "empo":
                 st.rewards = empo_rewards(st.answers, choices)
             elif kind == "gt":
-                gold = {pid: self.base[pid].answer for pid in ids}
+                gold = {pid: self.base[pid].answer for pid in mine}
                 st.rewards = gt_rewards(st.answers, gold, choices)
             else:  # intuitor | rent: per-sequence rewards from the trainer's own token distributions
                 per_seq = self._token_rewards(kind, agent, st)
                 k = self.cfg.grpo.k
-                st.rewards = {pid: per_seq[i * k : (i + 1) * k] for i, pid in enumerate(ids)}
+                st.rewards = {pid: per_seq[i * k : (i + 1) * k] for i, pid in enumerate(mine)}
 
     def _token_rewards(self, kind: str, agent: Agent, st: AgentStep) -> list[float]:
         scored = st.scored

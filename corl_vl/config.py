@@ -107,8 +107,20 @@ class TrainConfig:
     output_dir: str = "runs/cohort"
     reward: str = "co_rl"  # co_rl | ttrl | intuitor | rent | empo | gt
     gradient_checkpointing: bool = False
-    deepspeed: str | None = None  # a DeepSpeed JSON config (distributed runs)
     plot: bool = True  # PNG curves at the end of the run
+
+
+@dataclass
+class DistributedConfig:
+    """Multi-process runs (``torchrun`` / ``accelerate launch``): each agent a DeepSpeed engine on its own ranks.
+
+    Only read when the launch has more than one process; a plain process runs every agent in turn with torch
+    optimizers. The ranks are split evenly and contiguously among the agents (see :mod:`corl_vl.distributed`).
+    """
+
+    deepspeed: str | None = None  # DeepSpeed JSON (configs/deepspeed/zero2.json | zero3.json); needed if > 1 proc
+    zero_stage: int | None = None  # overrides the JSON's zero_optimization.stage (2 or 3)
+    backend: str = "auto"  # torch.distributed backend: auto (nccl on GPU, gloo on CPU) | gloo | nccl
 
 
 @dataclass
@@ -130,6 +142,7 @@ class CohortConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
 
     def agent_names(self) -> list[str]:
         return [a.name for a in self.agents]
@@ -214,6 +227,7 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
         "train.scheduler": (cfg.train.scheduler, ("cosine", "constant")),
         "grpo.loss_type": (cfg.grpo.loss_type, ("bnpo", "grpo", "dr_grpo")),
         "grpo.advantage": (cfg.grpo.advantage, ("grpo", "dr_grpo")),
+        "distributed.backend": (cfg.distributed.backend, ("auto", "gloo", "nccl")),
     }
     for key, (value, allowed) in choices.items():
         if value not in allowed:
@@ -241,6 +255,9 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
         raise bad(
             "topology.kind", f"mutual needs exactly 2 agents, got {len(cfg.agents)} (use ring or all_peers)"
         )
+    dist = cfg.distributed
+    if dist.zero_stage not in (None, 2, 3):
+        raise bad("distributed.zero_stage", f"must be 2 or 3, got {dist.zero_stage}")
     if cfg.topology.kind == "graph":
         unknown = {n for k, v in cfg.topology.edges.items() for n in [k, *v]} - set(names)
         if unknown:

@@ -6,6 +6,11 @@ Examples::
     corl-vl train --pair qwen2.5-vl-3b,internvl3.5-2b --set data.train=data/mmr1 --output-dir runs/pair
     corl-vl train --config configs/demo.yaml --baseline ttrl --output-dir runs/demo-ttrl
     corl-vl train --config configs/demo.yaml --resume          # continue runs/demo from its latest checkpoint
+    torchrun --nproc_per_node=2 -m corl_vl train --config configs/demo.yaml \
+        --set distributed.deepspeed=configs/deepspeed/zero2.json     # one process (a ZeRO-2 engine) per agent
+
+A launch with more than one process (``WORLD_SIZE`` > 1) places the agents on disjoint rank groups
+(:mod:`corl_vl.distributed`); one plain process runs every agent in turn, as before.
 """
 
 from __future__ import annotations
@@ -61,7 +66,13 @@ def run(args: argparse.Namespace) -> int:
         cfg = load_config(args.config, overrides)
     else:
         cfg = pair_config([p.strip() for p in args.pair.split(",")], overrides)
-    run_dir = train(cfg, resume=args.resume, progress=not args.no_progress)
+    try:
+        run_dir = train(cfg, resume=args.resume, progress=not args.no_progress)
+    finally:
+        import torch.distributed
+
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
     print(f"run folder: {run_dir}")
     return 0
 
@@ -88,8 +99,17 @@ def train(
     from corl_vl.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
     from corl_vl.cohort import Cohort
     from corl_vl.config import save_config
+    from corl_vl.distributed import launched_world_size, setup
     from corl_vl.logging import RunLogger, plot_run, truncate_metrics
 
+    dist = None
+    if launched_world_size() > 1:
+        dist = setup(len(cfg.agents), backend=cfg.distributed.backend)
+    elif cfg.distributed.deepspeed:
+        raise CorlError(
+            "distributed.deepspeed is set but this is a single process; launch with torchrun / accelerate launch "
+            "(one process group per agent), or drop the setting"
+        )
     run_dir = Path(cfg.train.output_dir)
     previous = latest_checkpoint(run_dir)
     if previous is not None and not resume:
@@ -98,17 +118,25 @@ def train(
         )
     if resume and previous is None and (run_dir / "agents").exists():
         raise CorlError(f"{run_dir}: --resume, but the run has metrics and no complete checkpoint")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, run_dir / "config.yaml")
+    main = dist is None or dist.is_main
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, run_dir / "config.yaml")
     torch.manual_seed(cfg.train.seed)
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    cohort = (build or (lambda c, d: Cohort.from_config(c, device=d)))(cfg, device)
+    if device is None and torch.cuda.is_available():
+        device = f"cuda:{torch.cuda.current_device()}" if dist is not None else "cuda"
+    device = device or "cpu"
+    if build is None:
+        cohort = Cohort.from_config(cfg, device=device, dist=dist)
+    else:  # tests: build(cfg, device) or, distributed, build(cfg, device, dist)
+        cohort = build(cfg, device) if dist is None else build(cfg, device, dist)
     start = load_checkpoint(previous, cohort) if (resume and previous is not None) else 0
-    names = [a.name for a in cohort.agents]
+    # metrics: each agent's group rank 0 writes its agent's files; the progress bar is global rank 0's
+    names = [a.name for a in cohort.agents] if dist is None or dist.is_group_leader else []
     truncate_metrics(run_dir, names, start)
     every = cfg.train.save_every
     with RunLogger(
-        run_dir, names, total_steps=cfg.train.max_steps, start_step=start, progress=progress
+        run_dir, names, total_steps=cfg.train.max_steps, start_step=start, progress=progress and main
     ) as log:
         for step in range(start, cfg.train.max_steps):
             t0 = time.perf_counter()
@@ -119,6 +147,8 @@ def train(
                 save_checkpoint(run_dir, cohort)
     if start < cfg.train.max_steps or previous is None:
         save_checkpoint(run_dir, cohort)
-    if cfg.train.plot:
+    if dist is not None:
+        dist.barrier()  # every agent's metrics are written before the plots read them
+    if cfg.train.plot and main:
         plot_run(run_dir)
     return run_dir

@@ -1,0 +1,304 @@
+"""One launch, the whole cohort: agents on disjoint rank groups, each a DeepSpeed engine, answers by collectives.
+
+Why this shape (../shared/DESIGN.md "Scale-out"): Co-RL couples agents only through their *answers*, which are
+small, so the cohort needs no shared parameters and no files on disk — one ``torchrun`` / ``accelerate launch``
+owns every agent, each agent trains as a DeepSpeed ZeRO-2/3 engine over its own rank group (its data-parallel
+group), and after each rollout the answers travel between groups by one ``all_gather_object`` over WORLD.
+
+Three facts this module is built on (verified with deepspeed 0.19.8, ../shared/ENVIRONMENT.md):
+
+- every rank must create every agent's group with ``dist.new_group`` in the same order (group creation is a
+  collective), plus one single-rank group per rank;
+- ``deepspeed.initialize`` must get an ``mpu`` whose data-parallel group is the agent's group and whose
+  model-parallel group is the rank's *single-rank* group (``None`` would mean WORLD inside ``deepspeed.comm``).
+  Without it DeepSpeed reduces gradients and broadcasts initial weights over WORLD: two agents of the same
+  architecture then silently mix gradients. :func:`deepspeed_engine` refuses to build an engine without one;
+- ``deepspeed.utils.groups.mpu`` is process-wide, so a multi-process run hosts exactly one agent per process.
+
+Data split inside a group: the group's ranks split the step's problem ids (contiguous shares); every rank
+still sees every agent's answers for *all* ids after the exchange, so pseudo-labels and rewards are computed
+identically everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from corl_vl.errors import CorlError
+
+
+# ---------------------------------------------------------------------------------------------- placement
+def place_agents(n_agents: int, world_size: int) -> list[list[int]]:
+    """Global ranks of each agent: contiguous, disjoint, equal blocks (agent i gets ranks ``i·s … i·s+s−1``).
+
+    Equal blocks keep every agent's ZeRO partitioning and micro-batch arithmetic the same shape; contiguous
+    blocks keep an agent on one node when ranks are numbered node by node (as torchrun does).
+    """
+    if n_agents < 1:
+        raise CorlError("distributed: at least one agent is required")
+    if world_size < n_agents or world_size % n_agents:
+        raise CorlError(
+            f"distributed: {world_size} processes cannot be split evenly among {n_agents} agents "
+            f"(launch a multiple of {n_agents} processes)"
+        )
+    size = world_size // n_agents
+    return [list(range(i * size, (i + 1) * size)) for i in range(n_agents)]
+
+
+def share(ids: Sequence[str], group_rank: int, group_size: int) -> list[str]:
+    """This group member's contiguous share of ``ids`` (sizes differ by at most one, earlier ranks larger)."""
+    base, extra = divmod(len(ids), group_size)
+    start = group_rank * base + min(group_rank, extra)
+    return list(ids[start : start + base + (1 if group_rank < extra else 0)])
+
+
+# ---------------------------------------------------------------------------------------------- the mpu
+class AgentMPU:
+    """What DeepSpeed asks an ``mpu`` for, answered with one agent's rank group.
+
+    Data parallel = the agent's group (gradient reduction, ZeRO partitioning, initial-weight broadcast,
+    grad-norm all-reduce, ``train_batch_size``). Model/tensor parallel = this rank alone, as a real single-rank
+    group — never ``None``, which ``deepspeed.comm`` reads as WORLD.
+    """
+
+    def __init__(self, dp_group: Any, dp_ranks: list[int], single_group: Any, rank: int) -> None:
+        self._dp_group, self._dp_ranks, self._single, self._rank = (
+            dp_group,
+            list(dp_ranks),
+            single_group,
+            rank,
+        )
+
+    def get_data_parallel_group(self) -> Any:
+        return self._dp_group
+
+    def get_data_parallel_world_size(self) -> int:
+        return len(self._dp_ranks)
+
+    def get_data_parallel_rank(self) -> int:
+        return self._dp_ranks.index(self._rank)
+
+    def get_data_parallel_group_ranks(self) -> list[int]:
+        return list(self._dp_ranks)
+
+    def get_model_parallel_group(self) -> Any:
+        return self._single
+
+    def get_model_parallel_world_size(self) -> int:
+        return 1
+
+    def get_model_parallel_rank(self) -> int:
+        return 0
+
+    get_tensor_model_parallel_group = get_model_parallel_group
+    get_tensor_model_parallel_world_size = get_model_parallel_world_size
+    get_tensor_model_parallel_rank = get_model_parallel_rank
+
+    def get_tensor_model_parallel_src_rank(self) -> int:
+        return self._rank
+
+
+# ---------------------------------------------------------------------------------------------- context
+@dataclass
+class DistContext:
+    """This process's place in the cohort: its rank, its agent, that agent's group and mpu."""
+
+    rank: int
+    world_size: int
+    groups: list[list[int]]  # global ranks per agent, in config order
+    agent_index: int  # the one agent this process hosts
+    dp_group: Any
+    mpu: AgentMPU
+
+    @property
+    def group_ranks(self) -> list[int]:
+        return self.groups[self.agent_index]
+
+    @property
+    def group_rank(self) -> int:
+        return self.group_ranks.index(self.rank)
+
+    @property
+    def group_size(self) -> int:
+        return len(self.group_ranks)
+
+    @property
+    def is_main(self) -> bool:
+        """Global rank 0: run-level files (config, cohort state, plots) and the progress bar."""
+        return self.rank == 0
+
+    @property
+    def is_group_leader(self) -> bool:
+        """Group rank 0 writes its agent's HF folder and metrics."""
+        return self.group_rank == 0
+
+    def my_share(self, ids: Sequence[str]) -> list[str]:
+        return share(ids, self.group_rank, self.group_size)
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+    def exchange(
+        self, ids: Sequence[str], local: dict[str, dict[str, list[Any]]], names: Sequence[str]
+    ) -> dict[str, dict[str, list[Any]]]:
+        """All agents' answers for all ``ids``, from every rank's ``{agent: {problem_id: [answers]}}`` shares.
+
+        One ``all_gather_object`` over WORLD (answers are small). Verified by id: every rank must have drawn
+        the same ids, and each agent's group must report every id exactly once — a rank that sampled other
+        problems or lost one is an error, not a silently shifted label.
+        """
+        import torch.distributed as dist
+
+        mine = {"rank": self.rank, "ids": list(ids), "answers": local}
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, mine)
+        out: dict[str, dict[str, list[Any]]] = {name: {} for name in names}
+        for item in gathered:
+            if item["ids"] != list(ids):
+                raise CorlError(
+                    f"distributed: rank {item['rank']} drew problems {item['ids']}, rank {self.rank} drew {list(ids)}"
+                )
+            for agent, answers in item["answers"].items():
+                for pid, values in answers.items():
+                    if pid in out[agent]:
+                        raise CorlError(f"distributed: agent {agent} answered {pid!r} on two ranks")
+                    out[agent][pid] = values
+        for agent, answers in out.items():
+            if set(answers) != set(ids):
+                missing = sorted(set(ids) - set(answers)) or sorted(set(answers) - set(ids))
+                raise CorlError(
+                    f"distributed: agent {agent}'s answers do not cover this step's ids ({missing[:3]})"
+                )
+            out[agent] = {pid: answers[pid] for pid in ids}
+        return out
+
+    def gather_objects(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj`` (WORLD), in rank order."""
+        import torch.distributed as dist
+
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, obj)
+        return gathered
+
+
+def launched_world_size() -> int:
+    """WORLD_SIZE set by torchrun / accelerate launch (1 when started as a plain process)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def disable_shm_comm() -> None:
+    """Keep DeepSpeed from compiling its ``deepspeed_shm_comm`` op (≈ 75 s on a cold extension cache).
+
+    DeepSpeed's torch backend builds that op for every CPU process group, but it only serves
+    ``inference_all_reduce`` (tensor-parallel inference), which training never calls; gradients, ZeRO
+    partitions and our answer exchange go through ``torch.distributed`` (gloo) either way. DeepSpeed decides
+    through its per-process table of compatible ops, so marking the op incompatible there skips the build.
+    Set ``CORL_VL_DS_SHM_COMM=1`` to keep DeepSpeed's default.
+    """
+    if os.environ.get("CORL_VL_DS_SHM_COMM") == "1":
+        return
+    import deepspeed.ops
+
+    table = deepspeed.ops.__compatible_ops__  # probed once per process, then cached; edits persist
+    table["deepspeed_shm_comm"] = False
+
+
+def setup(n_agents: int, *, backend: str = "auto") -> DistContext:
+    """Join the launch's process group, create every agent's group (same order on every rank), build the mpu."""
+    import torch
+    import torch.distributed as dist
+
+    world = launched_world_size()
+    if not dist.is_initialized():
+        if backend == "auto":
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if backend == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend=backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    groups = place_agents(n_agents, world)
+    dp_groups = [dist.new_group(ranks) for ranks in groups]  # collective: every rank, same order
+    singles = [dist.new_group([r]) for r in range(world)]
+    agent = next(i for i, ranks in enumerate(groups) if rank in ranks)
+    mpu = AgentMPU(dp_groups[agent], groups[agent], singles[rank], rank)
+    return DistContext(rank, world, groups, agent, dp_groups[agent], mpu)
+
+
+# ---------------------------------------------------------------------------------------------- engines
+def deepspeed_config(
+    path: str, *, zero_stage: int | None, grad_clip: float, group_size: int, dtype: str = "float32"
+) -> dict[str, Any]:
+    """A DeepSpeed config from ``path`` with the trainer-owned keys filled in (``"auto"`` or absent).
+
+    The trainer owns: gradient clipping (``train.grad_clip``), the batch bookkeeping (one optimizer step per
+    cohort step, however many micro-batches the step has), ``managed_gradient_accumulation: false`` — our
+    update calls ``backward`` once per micro-batch and ``step`` once, so ``step`` must be the boundary — and
+    ``bf16``/``fp16`` ``"auto"``, which follow the dtype the agent's adapter loaded the model in.
+    An explicit value that contradicts the trainer is an error, not silently overridden.
+    """
+    try:
+        ds = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise CorlError(f"distributed.deepspeed: file not found: {path}") from None
+    except json.JSONDecodeError as err:
+        raise CorlError(
+            f"distributed.deepspeed: {path} is not valid JSON ({err.msg}, line {err.lineno})"
+        ) from None
+    owned = {
+        "gradient_clipping": grad_clip,
+        "train_micro_batch_size_per_gpu": 1,
+        "gradient_accumulation_steps": 1,
+        "train_batch_size": group_size,
+        "managed_gradient_accumulation": False,
+    }
+    for key, value in owned.items():
+        if ds.get(key, "auto") not in ("auto", value):
+            raise CorlError(f"{path}: '{key}' is set by corl-vl (to {value!r}); use \"auto\" or drop it")
+        ds[key] = value
+    if "optimizer" in ds or "scheduler" in ds:
+        raise CorlError(
+            f"{path}: drop 'optimizer'/'scheduler' — each agent's AdamW and schedule come from train.*"
+        )
+    for section, torch_dtype in (("bf16", "bfloat16"), ("fp16", "float16")):
+        if isinstance(ds.get(section), dict) and ds[section].get("enabled") == "auto":
+            ds[section]["enabled"] = dtype == torch_dtype
+    zero = ds.setdefault("zero_optimization", {})
+    if zero_stage is not None:
+        zero["stage"] = zero_stage
+    if zero.get("stage", 0) not in (2, 3):
+        raise CorlError(f"{path}: zero_optimization.stage must be 2 or 3, got {zero.get('stage', 0)}")
+    leftover = [k for k, v in _walk(ds) if v == "auto"]
+    if leftover:
+        raise CorlError(f"{path}: '{leftover[0]}' is \"auto\" but corl-vl does not fill it in")
+    return ds
+
+
+def _walk(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(obj, dict):
+        return [kv for k, v in obj.items() for kv in _walk(v, f"{prefix}{k}.")]
+    return [(prefix.rstrip("."), obj)]
+
+
+def deepspeed_engine(model: Any, optimizer: Any, config: dict[str, Any], mpu: AgentMPU | None) -> Any:
+    """``deepspeed.initialize`` over the agent's group; refuses to run without the group's ``mpu``.
+
+    Without ``mpu`` DeepSpeed's data-parallel group is WORLD: in a multi-agent launch that broadcasts one
+    agent's weights into the others and averages their gradients together (silently, for equal architectures).
+    """
+    if mpu is None:  # engines exist only in multi-process runs, where the mpu is what keeps agents apart
+        raise CorlError(
+            "distributed: refusing to build a DeepSpeed engine without the agent's mpu — over WORLD it would "
+            "mix gradients and weights of different agents"
+        )
+    disable_shm_comm()
+    import deepspeed
+
+    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config, mpu=mpu)
+    return engine

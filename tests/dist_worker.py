@@ -1,0 +1,134 @@
+"""One cohort run for tests/test_distributed.py: under ``torchrun`` (one agent per process, ZeRO-2) or as a
+plain process (the single-process reference). Not a test module itself (no ``test_`` prefix).
+
+Usage: ``python dist_worker.py OUT_DIR`` (optionally under ``torchrun --nproc_per_node=2``). Writes the run to
+``OUT_DIR/run`` and, per rank, ``OUT_DIR/rank-<r>.json`` with what the test asserts on: which agent the rank
+held, the ids of the answers it received for every agent, the labels it computed, whether its parameters moved.
+
+Random tiny models never write a parseable answer, so each engine's reported *text* is derived from its real
+sampled token ids (as in test_checkpoint): controlled reward input, not a mock of the model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from corl_vl.paths import configure_cache_env
+
+configure_cache_env()
+
+ROOT = Path(__file__).resolve().parent.parent
+ZERO2 = ROOT / "configs" / "deepspeed" / "zero2.json"
+
+
+class ForcedTexts:
+    """A real engine whose completions report ``\\boxed{1}`` unless (first sampled id + agent) is divisible by 4.
+
+    Mostly-1 answers give labels on most problems and rewards that vary within a group, so both agents train.
+    """
+
+    def __init__(self, engine, agent_index: int) -> None:
+        self.engine, self.agent_index = engine, agent_index
+
+    def generate(self, problems, **kwargs):
+        rollouts = self.engine.generate(problems, **kwargs)
+        for r in rollouts:
+            for c in r.completions:
+                c.text = f"\\boxed{{{int(((c.ids or [0])[0] + self.agent_index) % 4 != 0)}}}"
+        return rollouts
+
+    def sync_weights(self, model):
+        self.engine.sync_weights(model)
+
+    def sleep(self):
+        self.engine.sleep()
+
+    def wake(self):
+        self.engine.wake()
+
+
+def config(out: Path, distributed: bool):
+    from corl_vl.config import config_from_dict
+
+    raw = {
+        "agents": [{"name": "qwen", "model": "tiny-qwen2.5"}, {"name": "llama", "model": "tiny-llama3"}],
+        "topology": {"kind": "mutual"},
+        "data": {"train": "synthetic", "limit": 4, "problems_per_step": 2},
+        "grpo": {"k": 4, "max_new_tokens": 6, "micro_batch_size": 4},
+        "rollout": {"batch_size": 8},
+        "train": {"max_steps": 2, "lr": 1e-3, "warmup_ratio": 0, "scheduler": "constant", "plot": False,
+                  "output_dir": str(out / "run"), "seed": 0},
+        "distributed": {"deepspeed": str(ZERO2) if distributed else None},
+    }  # fmt: skip
+    return config_from_dict(raw, "dist_worker")
+
+
+def run_worker(out: Path) -> list[dict]:
+    """Train; returns (and writes) one record per agent this process held."""
+    import torch
+
+    from corl_vl.cohort import Cohort
+    from corl_vl.commands.train import train
+    from corl_vl.distributed import launched_world_size
+
+    distributed = launched_world_size() > 1
+    state: dict = {"steps": []}
+
+    def build(cfg, device, dist=None):
+        cohort = Cohort.from_config(cfg, device=device, dist=dist)
+        for index, agent in zip(cohort.indices, cohort.agents):
+            agent.engine = ForcedTexts(agent.engine, index)
+        state["before"] = {a.name: [p.detach().clone() for p in a.model.parameters()] for a in cohort.agents}
+        inner = cohort.step
+
+        def step():
+            metrics = inner()
+            state["steps"].append(
+                {
+                    "answer_ids": {name: list(ans) for name, ans in cohort.last_answers.items()},
+                    "labels": cohort.last_labels,
+                }
+            )
+            return metrics
+
+        cohort.step = step
+        state["cohort"] = cohort
+        return cohort
+
+    train(config(out, distributed), progress=False, build=build)
+    cohort = state["cohort"]
+    records = []
+    for agent in cohort.agents:
+        before = state["before"][agent.name]
+        changed = [not torch.equal(a.detach(), b) for a, b in zip(agent.model.parameters(), before)]
+        records.append(
+            {
+                "agent": agent.name,
+                "rank": cohort.dist.rank if cohort.dist else 0,
+                "world_size": cohort.dist.world_size if cohort.dist else 1,
+                "group_ranks": cohort.dist.group_ranks if cohort.dist else [0],
+                "deepspeed": agent.ds is not None,
+                "changed_tensors": sum(changed),
+                "tensors": len(changed),
+                "steps": state["steps"],
+            }
+        )
+    name = f"rank-{cohort.dist.rank}.json" if cohort.dist else "single.json"
+    (out / name).write_text(json.dumps(records, indent=1))
+    if cohort.dist is not None:
+        import torch.distributed as tdist
+
+        tdist.destroy_process_group()
+    return records
+
+
+if __name__ == "__main__":
+    run_worker(Path(sys.argv[1]))
