@@ -237,3 +237,107 @@ def diagnose(answer_paths: Sequence[str | Path], gold_path: str | Path | None = 
     if len(paths) == 2:
         return {**report, **{k: v for k, v in pairs[0].items() if k not in ("a", "b", "n")}}
     return {**report, "pairs": pairs}
+
+
+# ------------------------------------------------------------------------------------ generating the answers
+
+
+def answers_file_names(models: Sequence[str]) -> list[str]:
+    """File stems for the models' answers files: the preset or folder name, made safe and unique."""
+    import re
+
+    names: list[str] = []
+    for model in models:
+        base = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(model.rstrip("/")).name) or "model"
+        name, k = base, 1
+        while name in names:
+            k += 1
+            name = f"{base}-{k}"
+        names.append(name)
+    return names
+
+
+def _model_view(
+    problems: list, data: str | Path, split: str | None, limit: int | None, text_model: bool
+) -> list:
+    """The problems as this model can read them: the original, or the text rendering for a text-only model."""
+    if not text_model or not any(p.images for p in problems):
+        return problems
+    from corl_vl.data.datasets import load_problems
+    from corl_vl.data.paired import verify_paired_views
+
+    view = load_problems(data, split=split, limit=limit, text_only=True, require_answer=True)
+    verify_paired_views(problems, view, source=f"{data} (text rendering)")
+    return view
+
+
+def _write_jsonl(path: Path, rows: Sequence[dict]) -> None:
+    """Write rows atomically (temporary sibling, then rename): a crash never leaves half an answers file."""
+    import os
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def generate_answers(
+    models: Sequence[str],
+    data: str | Path,
+    out_dir: str | Path,
+    *,
+    split: str | None = None,
+    limit: int | None = None,
+    temperature: float = 0.8,
+    top_p: float = 1.0,
+    max_new_tokens: int = 1024,
+    seed: int = 0,
+    engine: str = "hf",
+    batch_size: int = 8,
+    device: str = "cpu",
+    progress: bool = False,
+) -> list[Path]:
+    """One answer per problem per model (the paper's App. A protocol: zero-shot, one sample at T = 0.8).
+
+    Generation goes through the training adapters and rollout engines (:class:`corl_vl.eval.generate.Generator`),
+    so each model is judged on its training prompt. Writes ``out_dir/<model>.jsonl`` with ``id, answer,
+    response, extracted, correct`` per problem (graded with :func:`corl_vl.answers.grade`) and returns the
+    paths, ready for :func:`diagnose`. Responses are cached under ``out_dir/.generations`` keyed by the decoding
+    settings, so an interrupted run resumes. The problems need answers (correctness is the point).
+    """
+    from corl_vl.answers import grade
+    from corl_vl.data.datasets import load_problems
+    from corl_vl.eval.generate import Generator, default_decoding
+
+    if len(models) < 2:
+        raise CorlError("diagnose: give at least two --model values")
+    problems = load_problems(data, split=split, limit=limit, require_answer=True)
+    if not problems:
+        raise CorlError(f"{data}: no problems")
+    decoding = default_decoding(
+        False, 1, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
+    )
+    out = Path(out_dir)
+    paths = []
+    for model, name in zip(models, answers_file_names(models)):
+        gen = Generator(model, engine=engine, device=device, batch_size=batch_size)
+        view = _model_view(problems, data, split, limit, text_model=not gen.supports_images)
+        responses = gen.generate(
+            view, decoding, out / ".generations" / f"{name}.jsonl", progress=progress, description=name
+        )
+        rows = []
+        for p in view:
+            text = responses[p.id][0]
+            graded = grade(text, str(p.answer), choices=p.choices)
+            rows.append({"id": p.id, "answer": p.answer, "response": text, "extracted": graded.extracted,
+                         "correct": bool(graded.correct)})  # fmt: skip
+        path = out / f"{name}.jsonl"
+        _write_jsonl(path, rows)
+        paths.append(path)
+        del gen  # one model in memory at a time
+    return paths

@@ -21,6 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     actions = parser.add_subparsers(dest="data_command", metavar="ACTION")
     actions.required = True
     _register_synth(actions)
+    _register_rephrase(actions)
     # Further actions register here, one `_register_<action>(actions)` function each.
 
 
@@ -67,4 +68,70 @@ def run_synth(args: argparse.Namespace) -> int:
     out = write_dataset(splits, args.out, overwrite=args.overwrite)
     print(skill_summary(splits))
     print(f"wrote {out} (load with corl_vl.data.load_problems or datasets.load_from_disk)")
+    return 0
+
+
+# --- data rephrase --------------------------------------------------------------------------------------
+
+
+def _register_rephrase(actions: argparse._SubParsersAction) -> None:
+    parser = actions.add_parser(
+        "rephrase",
+        help="write an answer-preserving rephrased view of a dataset with any supported LLM",
+        description=(
+            "Rewrite every question with a model (a preset or a checkpoint folder; vision models run text-only), "
+            "keeping ids, answers, options and images, and write a paired view for agents.<name>.data_view. "
+            "Greedy by default. A rewrite that is empty, too long or drops a number of the original is replaced "
+            "by the original question and counted (a cheap guard, not a guarantee that the answer is kept)."
+        ),
+    )
+    parser.add_argument("--model", required=True, help="preset name or local checkpoint folder")
+    parser.add_argument("--adapter", help="adapter name when --model is a folder the registry cannot infer")
+    parser.add_argument("--data", required=True, type=Path, help="problems (file or save_to_disk folder)")
+    parser.add_argument("--split", help="split of a DatasetDict folder")
+    parser.add_argument(
+        "--text-only", action="store_true", help="rewrite the text rendering (text_question column)"
+    )
+    parser.add_argument(
+        "--out", required=True, type=Path, help="*.jsonl, or any other name for a save_to_disk folder"
+    )
+    parser.add_argument("--limit", type=int, help="only the first N problems")
+    parser.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="rollout engine (default hf)")
+    parser.add_argument("--max-new-tokens", type=int, default=512, help="rewrite length cap (default 512)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    parser.add_argument("--batch-size", type=int, default=8, help="prompts per engine call (default 8)")
+    parser.add_argument("--device", default="cpu", help="torch device for the hf engine (default cpu)")
+    parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    parser.set_defaults(func=run_rephrase)
+
+
+def run_rephrase(args: argparse.Namespace) -> int:
+    from corl_vl.data.datasets import load_problems
+    from corl_vl.data.rephrase import rephrase, write_view
+
+    if args.out.exists() and not args.overwrite:
+        raise CorlError(f"{args.out} already exists (use --overwrite to replace it)")
+    split = args.split
+    problems = load_problems(args.data, split=split, limit=args.limit, text_only=args.text_only)
+    if not problems:
+        raise CorlError(f"{args.data}: no problems to rephrase")
+    result = rephrase(
+        problems,
+        args.model,
+        adapter=args.adapter,
+        engine=args.engine,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        device=args.device,
+    )
+    out = write_view(result.problems, args.out, overwrite=args.overwrite)
+    reasons = ", ".join(f"{k}: {v}" for k, v in sorted(result.replaced.items())) or "none"
+    print(
+        f"rephrased {len(problems) - result.n_replaced}/{len(problems)} problems; "
+        f"{result.n_replaced} kept the original question ({reasons})"
+    )
+    print(f"wrote {out} (use as agents.<name>.data_view; it loads with corl_vl.data.load_paired_view)")
     return 0

@@ -1,14 +1,19 @@
 """``corl-vl diagnose``: are two (or more) models' errors decoupled enough to make good Co-RL partners?
 
 Reads each model's per-problem answers (rows keyed by id), and reports Cohen's κ, error overlap, complementarity
-and a recommendation (paper App. A; see :mod:`corl_vl.diagnostics`). Generating the answers from models and a
-problem set needs the rollout engine and is not offered here yet.
+and a recommendation (paper App. A; see :mod:`corl_vl.diagnostics`). Or, given ``--model`` twice (or more) and a
+problem set with answers, first generates one answer per problem per model through the training adapters and
+rollout engines (the paper's protocol: zero-shot, one sample at T = 0.8), writes ``DIR/<model>.jsonl``, and
+diagnoses those files — so the numbers can be re-read later with ``--answers``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+
+from corl_vl.errors import CorlError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,11 +22,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="error decoupling between models: kappa, error overlap, complementarity",
         description=(
             "Compare models' per-problem correctness. Each --answers JSONL line has 'id' and either 'correct' "
-            "(bool) or 'response'/'extracted' (graded against 'answer' in the line or in --gold, keyed by id)."
+            "(bool) or 'response'/'extracted' (graded against 'answer' in the line or in --gold, keyed by id). "
+            "Or give --model twice (or more) and --data: one answer per problem per model is generated first."
         ),
     )
-    parser.add_argument(
-        "--answers", action="append", required=True, metavar="FILE.jsonl", help="one per model (≥ 2)"
+    parser.add_argument("--answers", action="append", metavar="FILE.jsonl", help="one per model (≥ 2)")
+    gen = parser.add_argument_group("generating the answers (instead of --answers)")
+    gen.add_argument(
+        "--model", action="append", metavar="M", help="preset or checkpoint folder, one per model"
+    )
+    gen.add_argument("--data", type=Path, help="problems with answers (file or save_to_disk folder)")
+    gen.add_argument("--split", help="split of a DatasetDict folder")
+    gen.add_argument("--limit", type=int, help="only the first N problems (the paper: 500 MATH problems)")
+    gen.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
+    gen.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default 1.0)")
+    gen.add_argument("--max-new-tokens", type=int, default=1024, help="response cap (default 1024)")
+    gen.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    gen.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="rollout engine (default hf)")
+    gen.add_argument("--batch-size", type=int, default=8, help="prompts per engine call (default 8)")
+    gen.add_argument("--device", default="cpu", help="torch device for the hf engine (default cpu)")
+    gen.add_argument(
+        "--output-dir", type=Path, default=Path("runs/diagnose"), help="answers files (default runs/diagnose)"
     )
     parser.add_argument(
         "--gold", metavar="G.jsonl", help="gold answers: lines with 'id', 'answer' [, 'choices']"
@@ -38,9 +59,27 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from corl_vl.diagnostics import diagnose
+    from corl_vl.diagnostics import diagnose, generate_answers
 
-    report = diagnose(args.answers, args.gold)
+    if args.model:
+        if args.answers or args.gold:
+            raise CorlError(
+                "give either --answers files or --model with --data, not both (--gold: --answers only)"
+            )
+        if len(args.model) < 2 or args.data is None:
+            raise CorlError("generating answers needs at least two --model values and --data")
+        paths = generate_answers(
+            args.model, args.data, args.output_dir, split=args.split, limit=args.limit,
+            temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
+            engine=args.engine, batch_size=args.batch_size, device=args.device, progress=not args.json,
+        )  # fmt: skip
+        if not args.json:
+            print(f"wrote {', '.join(str(p) for p in paths)}")
+        report = diagnose(paths)
+    elif args.answers:
+        report = diagnose(args.answers, args.gold)
+    else:
+        raise CorlError("give --answers A.jsonl --answers B.jsonl, or --model A --model B --data D")
     if args.json:
         print(json.dumps(report))
         return 0

@@ -1,0 +1,224 @@
+"""Answer-preserving rephrased views ("Different family+"), written by any supported LLM.
+
+Why: one Co-RL agent may train on a rewrite of each question, which decouples the two agents' errors further
+(paper: DeepSeek-V3 rewrites of MATH). The public release paired rewrites by position and trusted the writer;
+here every output row keeps its original's id, answer, options and images, the file is written atomically in
+the original's order (so :func:`corl_vl.data.paired.load_paired_view` accepts it), and a cheap guard replaces
+rewrites that are obviously broken — empty, cut at the token limit, far too long, or missing a number that the
+original states — by the original question, counting each case. The guard is a filter for gross failures, not
+a proof that a rewrite preserves the answer: a rewrite can keep every number and still change the problem.
+
+Generation goes through the same adapters and rollout engines as training and evaluation
+(:class:`corl_vl.eval.generate.Generator`), with the adapter's answer instruction switched off: the rewrite
+prompt asks for a problem, not a solution.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from corl_vl.data.problem import Problem
+from corl_vl.errors import CorlError
+
+__all__ = ["REWRITE_PROMPT", "RephraseResult", "check_rewrite", "numbers_in", "rephrase", "write_view"]
+
+REWRITE_PROMPT = (
+    "Rewrite the following math problem in different words, for example as a short concrete scenario. "
+    "Keep every number, every condition and the answer unchanged, and do not solve it. "
+    "Output only the rewritten problem.\n\nProblem:\n{question}"
+)
+
+#: A rewrite longer than this many times the original's characters (plus slack) is rejected: the paper's
+#: rewrites are about twice as long; far longer usually means the model started solving or rambling.
+MAX_LENGTH_RATIO = 4.0
+LENGTH_SLACK_CHARS = 200
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def numbers_in(text: str) -> set[str]:
+    """The numbers written in ``text`` as digit strings (thousands separators dropped, ``2.50`` → ``2.5``)."""
+    plain = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)
+    out = set()
+    for match in _NUMBER.findall(plain):
+        if "." in match:
+            match = match.rstrip("0").rstrip(".")
+        out.add(match.lstrip("0") or "0")
+    return out
+
+
+def check_rewrite(original: str, rewrite: str, *, clipped: bool = False) -> str:
+    """``"ok"`` or why the rewrite is rejected: ``empty``, ``too_long`` (or cut at the token limit),
+    ``missing_number`` (a number of the original does not occur in the rewrite)."""
+    text = rewrite.strip()
+    if not text:
+        return "empty"
+    if clipped or len(text) > MAX_LENGTH_RATIO * len(original) + LENGTH_SLACK_CHARS:
+        return "too_long"
+    if not numbers_in(original) <= numbers_in(text):
+        return "missing_number"
+    return "ok"
+
+
+@dataclass
+class RephraseResult:
+    """The rephrased problems (original order) and how many rewrites the guard replaced, by reason."""
+
+    problems: list[Problem]
+    replaced: Counter = field(default_factory=Counter)
+
+    @property
+    def n_replaced(self) -> int:
+        return sum(self.replaced.values())
+
+
+def _request(problem: Problem) -> Problem:
+    """The rewrite prompt as a text-only problem (same id, so the engine's order check still applies)."""
+    return Problem(id=problem.id, question=REWRITE_PROMPT.format(question=problem.question.strip()))
+
+
+def rephrase(
+    problems: Sequence[Problem],
+    model: str,
+    *,
+    adapter: str | None = None,
+    engine: str = "hf",
+    max_new_tokens: int = 512,
+    temperature: float = 0.0,
+    seed: int = 0,
+    batch_size: int = 8,
+    device: str = "cpu",
+) -> RephraseResult:
+    """Rewrite each problem's question with ``model`` (greedy by default); everything else is kept.
+
+    A rejected rewrite (see :func:`check_rewrite`) is replaced by the original question and counted in
+    ``replaced``; ``meta["rephrase"]`` records ``ok`` or the reason on every row.
+    """
+    from corl_vl.eval.generate import Generator
+
+    if max_new_tokens < 1 or temperature < 0 or batch_size < 1:
+        raise CorlError(
+            f"rephrase: bad settings max_new_tokens={max_new_tokens}, temperature={temperature}, "
+            f"batch_size={batch_size}"
+        )
+    gen = Generator(model, adapter=adapter, engine=engine, device=device, batch_size=batch_size,
+                    answer_format="none")  # fmt: skip
+    result = RephraseResult(problems=[])
+    for start in range(0, len(problems), batch_size):
+        chunk = list(problems[start : start + batch_size])
+        rollouts = gen.engine.generate(
+            [_request(p) for p in chunk], k=1, temperature=temperature, top_p=1.0,
+            max_new_tokens=max_new_tokens, seed=seed + start,
+        )  # fmt: skip
+        for problem, rollout in zip(chunk, rollouts, strict=True):
+            if rollout.problem_id != problem.id:
+                raise RuntimeError(f"rollout for {rollout.problem_id} returned in place of {problem.id}")
+            completion = rollout.completions[0]
+            verdict = check_rewrite(problem.question, completion.text, clipped=completion.clipped)
+            question = completion.text.strip() if verdict == "ok" else problem.question
+            if verdict != "ok":
+                result.replaced[verdict] += 1
+            result.problems.append(
+                Problem(
+                    id=problem.id,
+                    question=question,
+                    images=list(problem.images),
+                    choices=problem.choices,
+                    answer=problem.answer,
+                    meta={"rephrase": verdict},
+                )
+            )
+    return result
+
+
+def _image_paths(images: Sequence[Any]) -> list[str] | None:
+    """JSON-writable image references: absolute paths. Embedded (PIL) images cannot go into JSONL, so a row
+    with any of them lists none, and ``load_paired_view`` takes the whole list from the original row."""
+    if not images or not all(isinstance(im, str | Path) for im in images):
+        return None
+    return [str(Path(im).resolve()) for im in images]
+
+
+def _atomic_replace(tmp: Path, out: Path) -> None:
+    if out.is_dir():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        out.rename(old)
+        try:
+            tmp.rename(out)
+        except OSError:
+            old.rename(out)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, out)
+
+
+def write_view(problems: Sequence[Problem], out: str | Path, *, overwrite: bool = False) -> Path:
+    """Write problems as a paired view that ``load_problems`` / ``load_paired_view`` read, atomically.
+
+    ``*.jsonl``: one row per problem (``id, question, answer, choices, images, rephrase``); image files are
+    referenced by absolute path, embedded images are left out (taken from the original by
+    ``load_paired_view``). Any other name: a ``datasets`` ``save_to_disk`` folder with images embedded, which
+    is self-contained. Either way a temporary sibling is written and renamed into place.
+    """
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise CorlError(f"{out} already exists (use --overwrite to replace it)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix == ".jsonl":
+        fd, name = tempfile.mkstemp(prefix=f".{out.name}.tmp-", dir=out.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                for p in problems:
+                    row = {"id": p.id, "question": p.question, "answer": p.answer, "choices": p.choices,
+                           "images": _image_paths(p.images), "rephrase": p.meta.get("rephrase")}  # fmt: skip
+                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            _atomic_replace(Path(name), out)
+        finally:
+            Path(name).unlink(missing_ok=True)
+        return out
+    return _write_disk(problems, out)
+
+
+def _write_disk(problems: Sequence[Problem], out: Path) -> Path:
+    from datasets import Dataset, Features, Image, Value, disable_progress_bars
+    from datasets import Sequence as Seq
+
+    from corl_vl.data.images import open_image
+
+    disable_progress_bars()
+    features = Features(
+        {
+            "id": Value("string"),
+            "question": Value("string"),
+            "answer": Value("string"),
+            "choices": Seq(Value("string")),
+            "images": Seq(Image()),
+            "rephrase": Value("string"),
+        }
+    )
+    columns = {
+        "id": [p.id for p in problems],
+        "question": [p.question for p in problems],
+        "answer": [p.answer for p in problems],
+        "choices": [p.choices or [] for p in problems],
+        "images": [[open_image(im, where=f"problem {p.id}") for im in p.images] for p in problems],
+        "rephrase": [str(p.meta.get("rephrase", "")) for p in problems],
+    }
+    table = Dataset.from_dict(columns, features=features)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        table.save_to_disk(str(tmp / "data"), num_shards=1)
+        _atomic_replace(tmp / "data", out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
