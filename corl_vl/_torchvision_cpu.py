@@ -47,7 +47,7 @@ def define_missing_schemas() -> list[str]:
 class _BeforeTorchvision(importlib.abc.MetaPathFinder):
     """Runs :func:`define_missing_schemas` once, right before the first ``import torchvision``."""
 
-    def find_spec(self, fullname, path, target=None):  # noqa: ANN001
+    def find_spec(self, fullname, path, target=None):
         if fullname == "torchvision":
             sys.meta_path.remove(self)
             define_missing_schemas()

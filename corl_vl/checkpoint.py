@@ -26,10 +26,8 @@ state under ``rng/``, and global rank 0 writes the cohort state and renames the 
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +35,7 @@ import numpy as np
 import torch
 
 from corl_vl.errors import CorlError
+from corl_vl.io import atomic_dir, replace_dir_atomic, write_text_atomic
 
 CHECKPOINTS = "checkpoints"
 
@@ -64,8 +63,9 @@ def save_checkpoint(run_dir: str | Path, cohort: Any) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     name = f"step-{cohort.step_index:06d}"
     final = root / name
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=root))
-    try:
+    # Re-saving the same step (e.g. the end of a run that just saved) replaces that folder.
+    with atomic_dir(final) as tmp:
+        tmp.mkdir()
         for agent in cohort.agents:
             folder = tmp / agent.name
             agent.model.save_pretrained(folder, safe_serialization=True)
@@ -74,19 +74,7 @@ def save_checkpoint(run_dir: str | Path, cohort: Any) -> Path:
         torch.save({"cohort": cohort.state_dict(), "rng": _rng_state()}, tmp / "cohort_state.pt")
         meta = {"step": cohort.step_index, "agents": [a.name for a in cohort.agents]}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
-        if final.exists():  # re-saving the same step (e.g. the end of a run that just saved): replace it
-            old = root / f".{name}.old"
-            shutil.rmtree(old, ignore_errors=True)
-            final.rename(old)
-            tmp.rename(final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    latest_tmp = root / ".latest.tmp"
-    latest_tmp.write_text(name)
-    os.replace(latest_tmp, root / "latest")
+    write_text_atomic(root / "latest", name)
     return final
 
 
@@ -132,23 +120,6 @@ def load_checkpoint(path: str | Path, cohort: Any) -> int:
 # ------------------------------------------------------------------------------------------ distributed
 
 
-def _replace_folder(root: Path, tmp: Path, name: str) -> Path:
-    """Rename ``tmp`` to ``root/name`` (replacing an older folder of that name) and point ``latest`` at it."""
-    final = root / name
-    if final.exists():
-        old = root / f".{name}.old"
-        shutil.rmtree(old, ignore_errors=True)
-        final.rename(old)
-        tmp.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        tmp.rename(final)
-    latest_tmp = root / ".latest.tmp"
-    latest_tmp.write_text(name)
-    os.replace(latest_tmp, root / "latest")
-    return final
-
-
 def _save_pretrained_here(model: Any, folder: Path) -> None:
     """``save_pretrained`` written by *this* rank.
 
@@ -190,7 +161,8 @@ def _save_distributed(run_dir: Path, cohort: Any) -> Path:
         torch.save({"cohort": cohort.state_dict(), "world_size": dist.world_size}, tmp / "cohort_state.pt")
         meta = {"step": cohort.step_index, "agents": cohort.names, "world_size": dist.world_size}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
-        final = _replace_folder(root, tmp, name)
+        replace_dir_atomic(tmp, final)
+        write_text_atomic(root / "latest", name)
     dist.barrier()
     return final
 

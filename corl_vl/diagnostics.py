@@ -20,13 +20,13 @@ right, n01 only B right, n00 both wrong:
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from corl_vl.errors import CorlError
+from corl_vl.io import read_jsonl, write_jsonl_atomic
 
 #: Largest κ the paper observed for a different-family pair (App. A).
 KAPPA_DECOUPLED_MAX = 0.42
@@ -122,37 +122,29 @@ def pair_stats(a: Sequence[bool], b: Sequence[bool]) -> PairStats:
     )
 
 
-def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise CorlError(f"{path}: cannot read ({err.strerror or err})") from None
-    rows = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise CorlError(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
-        if not isinstance(row, dict):
-            raise CorlError(f"{path}:{lineno}: expected a JSON object")
-        if "id" not in row or not isinstance(row["id"], (str, int)) or isinstance(row["id"], bool):
-            raise CorlError(f"{path}:{lineno}: field 'id' missing or not a string/integer")
-        rows.append((lineno, row))
+def _read_rows(path: Path) -> list[tuple[int, str, dict]]:
+    """``(line number, id, row)`` of an answers or gold file: every row has a unique string/integer id."""
+    rows = read_jsonl(path, what="answers file")
     if not rows:
         raise CorlError(f"{path}: no rows")
-    return rows
+    seen: set[str] = set()
+    out = []
+    for lineno, row in rows:
+        if "id" not in row or not isinstance(row["id"], (str, int)) or isinstance(row["id"], bool):
+            raise CorlError(f"{path}:{lineno}: field 'id' missing or not a string/integer")
+        key = str(row["id"])
+        if key in seen:
+            raise CorlError(f"{path}:{lineno}: duplicate id {key!r}")
+        seen.add(key)
+        out.append((lineno, key, row))
+    return out
 
 
 def load_gold(path: str | Path) -> dict[str, dict]:
     """Gold rows keyed by id (``answer`` and optional ``choices``)."""
     path = Path(path)
     gold: dict[str, dict] = {}
-    for lineno, row in _read_jsonl(path):
-        key = str(row["id"])
-        if key in gold:
-            raise CorlError(f"{path}:{lineno}: duplicate id {key!r}")
+    for lineno, key, row in _read_rows(path):
         if "answer" not in row:
             raise CorlError(f"{path}:{lineno}: field 'answer' missing")
         gold[key] = row
@@ -188,13 +180,7 @@ def _grade(path: Path, lineno: int, row: dict, gold: Mapping[str, dict] | None) 
 def load_correctness(path: str | Path, gold: Mapping[str, dict] | None = None) -> dict[str, bool]:
     """Per-problem correctness of one model's answers file, keyed by id."""
     path = Path(path)
-    out: dict[str, bool] = {}
-    for lineno, row in _read_jsonl(path):
-        key = str(row["id"])
-        if key in out:
-            raise CorlError(f"{path}:{lineno}: duplicate id {key!r}")
-        out[key] = _grade(path, lineno, row, gold)
-    return out
+    return {key: _grade(path, lineno, row, gold) for lineno, key, row in _read_rows(path)}
 
 
 def _names(paths: Sequence[Path]) -> list[str]:
@@ -271,21 +257,6 @@ def _model_view(
     return view
 
 
-def _write_jsonl(path: Path, rows: Sequence[dict]) -> None:
-    """Write rows atomically (temporary sibling, then rename): a crash never leaves half an answers file."""
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
 def generate_answers(
     models: Sequence[str],
     data: str | Path,
@@ -337,7 +308,7 @@ def generate_answers(
             rows.append({"id": p.id, "answer": p.answer, "response": text, "extracted": graded.extracted,
                          "correct": bool(graded.correct)})  # fmt: skip
         path = out / f"{name}.jsonl"
-        _write_jsonl(path, rows)
+        write_jsonl_atomic(path, rows)
         paths.append(path)
         del gen  # one model in memory at a time
     return paths

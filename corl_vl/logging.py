@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from corl_vl.io import read_jsonl, write_jsonl_atomic
+
 PLOTTED = (
     "reward/mean",
     "label/coverage",
@@ -48,12 +50,9 @@ def truncate_metrics(run_dir: Path, agents: list[str], next_step: int) -> None:
         path = metrics_path(run_dir, name)
         if not path.exists():
             continue
-        keep = [
-            line for line in path.read_text().splitlines() if line and json.loads(line)["step"] < next_step
-        ]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(line + "\n" for line in keep))
-        tmp.replace(path)
+        # skip_bad: a run killed mid-write leaves its last line cut off; that line is past the checkpoint anyway
+        rows = read_jsonl(path, skip_bad=True)
+        write_jsonl_atomic(path, (row for _, row in rows if row["step"] < next_step))
 
 
 def read_metrics(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
@@ -61,7 +60,7 @@ def read_metrics(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
     run_dir = Path(run_dir)
     out = {}
     for path in sorted((run_dir / "agents").glob("*/metrics.jsonl")):
-        out[path.parent.name] = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        out[path.parent.name] = [row for _, row in read_jsonl(path)]
     return out
 
 

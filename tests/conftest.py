@@ -13,11 +13,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
 
-from corl_vl.paths import configure_cache_env  # noqa: E402
+from corl_vl.paths import configure_cache_env
 
 configure_cache_env()
 

@@ -70,6 +70,8 @@ def test_resume_is_exact(tmp_path):
         train(_config(resumed), progress=False, build=_builder(kill_at_call=3))
     assert latest_checkpoint(resumed).name == "step-000002"
     assert [r["step"] for r in _records(resumed, "qwen")] == [0, 1, 2]
+    with (resumed / "agents" / "qwen" / "metrics.jsonl").open("a") as fh:
+        fh.write('{"step": 3, "reward/me')  # killed mid-write: a cut-off last line must not block the resume
     with pytest.raises(CorlError, match="--resume"):
         train(_config(resumed), progress=False, build=_builder())
     train(_config(resumed), resume=True, progress=False, build=_builder())

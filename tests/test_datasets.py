@@ -115,7 +115,7 @@ def test_limit_and_bad_json_lines(data_dir: Path, tmp_path: Path):
     assert [p.id for p in load_problems(data_dir / "problems.jsonl", limit=2)] == ["q1", "q2"]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "question": "x"}\n{"id": "b", "question": \n')
-    with pytest.raises(CorlError, match=r"bad\.jsonl line 2: invalid JSON"):
+    with pytest.raises(CorlError, match=r"bad\.jsonl:2: invalid JSON"):
         load_problems(bad)
 
 

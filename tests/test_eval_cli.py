@@ -79,7 +79,7 @@ def test_cli_errors_exit_2_with_one_line(fixtures_dir, tmp_path, capsys):
     bad.write_text('{"id": "1"}\n')
     assert main(["eval", "--benchmark", "mathvista", "--data", data, "--responses", str(bad),
                  "--output-dir", str(tmp_path / "o")]) == 2  # fmt: skip
-    assert "bad.jsonl line 1: missing field 'response'" in capsys.readouterr().err
+    assert "bad.jsonl:1: missing field 'response'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()  # nothing half-written
 
 

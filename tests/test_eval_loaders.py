@@ -91,7 +91,7 @@ def test_bad_input_is_one_clear_error(fixtures_dir, tmp_path):
     with pytest.raises(CorlError, match="record 1: duplicate id"):
         load_benchmark("mathvision", bad, annotations_only=True)
     bad.write_text('{"id": "1"\n')
-    with pytest.raises(CorlError, match="line 1: not valid JSON"):
+    with pytest.raises(CorlError, match=":1: invalid JSON"):
         load_benchmark("mathvision", bad, annotations_only=True)
     with pytest.raises(CorlError, match="unknown benchmark 'mathvistaa'"):
         load_benchmark("mathvistaa", bad)

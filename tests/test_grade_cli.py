@@ -58,7 +58,7 @@ def test_grade_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
-        ("{not json", "responses.jsonl:2: not valid JSON"),
+        ("{not json", "responses.jsonl:2: invalid JSON"),
         ('{"answer": "1"}', "responses.jsonl:2: missing field 'response'"),
         ('["response", "answer"]', "responses.jsonl:2: expected a JSON object"),
         (

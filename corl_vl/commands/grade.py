@@ -9,14 +9,13 @@ Comparisons run on threads while math-verify runs in ``--workers`` processes (de
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.io import read_jsonl, write_jsonl_atomic
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,52 +47,27 @@ def _check_list(record: dict[str, Any], key: str, where: str) -> None:
 
 def read_records(path: Path) -> list[dict[str, Any]]:
     """Parse and validate the input; a bad line raises CorlError naming its line number."""
-    if not path.is_file():
-        raise CorlError(f"{path}: no such file")
     records = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise CorlError(f"{where}: not valid JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise CorlError(f"{where}: expected a JSON object, got {type(record).__name__}")
-            for key in ("response", "answer"):
-                if key not in record:
-                    raise CorlError(f"{where}: missing field {key!r}")
-            if not isinstance(record["response"], str):
-                raise CorlError(f"{where}: field 'response' must be a string")
-            if isinstance(record["answer"], bool) or not isinstance(record["answer"], (str, int, float)):
-                raise CorlError(f"{where}: field 'answer' must be a string or a number")
-            _check_list(record, "choices", where)
-            _check_list(record, "options", where)
-            precision = record.get("precision")
-            if precision is not None and (
-                isinstance(precision, bool)
-                or not isinstance(precision, (int, float))
-                or precision != int(precision)
-            ):
-                raise CorlError(f"{where}: field 'precision' must be an integer, got {precision!r}")
-            records.append(record)
+    for lineno, record in read_jsonl(path):
+        where = f"{path}:{lineno}"
+        for key in ("response", "answer"):
+            if key not in record:
+                raise CorlError(f"{where}: missing field {key!r}")
+        if not isinstance(record["response"], str):
+            raise CorlError(f"{where}: field 'response' must be a string")
+        if isinstance(record["answer"], bool) or not isinstance(record["answer"], (str, int, float)):
+            raise CorlError(f"{where}: field 'answer' must be a string or a number")
+        _check_list(record, "choices", where)
+        _check_list(record, "options", where)
+        precision = record.get("precision")
+        if precision is not None and (
+            isinstance(precision, bool)
+            or not isinstance(precision, (int, float))
+            or precision != int(precision)
+        ):
+            raise CorlError(f"{where}: field 'precision' must be an integer, got {precision!r}")
+        records.append(record)
     return records
-
-
-def write_jsonl_atomic(path: Path, records: list[dict[str, Any]]) -> None:
-    """Write next to the target, then rename: readers see the old file or the complete new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for record in records:
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def run(args: argparse.Namespace) -> int:

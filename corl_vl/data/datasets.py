@@ -21,6 +21,7 @@ from typing import Any
 from corl_vl.data.images import lazy_image, verify_image
 from corl_vl.data.problem import ImageLike, Problem
 from corl_vl.errors import CorlError
+from corl_vl.io import read_jsonl
 
 Columns = str | tuple[str, ...] | None
 
@@ -115,21 +116,15 @@ def _read_parquet(path: Path, limit: int | None) -> _Source:
 
 
 def _read_json(path: Path, id_column: str | None, limit: int | None) -> _Source:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise CorlError(f"{path}: not UTF-8 text ({err.reason})") from None
-    try:
-        if path.suffix == ".jsonl":
-            rows, where = [], ""
-            for number, line in enumerate(text.splitlines(), start=1):
-                where = f" line {number}"
-                if line.strip():
-                    rows.append(json.loads(line))
-        else:
-            rows, where = json.loads(text), ""
-    except json.JSONDecodeError as err:
-        raise CorlError(f"{path}{where}: invalid JSON ({err.msg} at column {err.colno})") from None
+    if path.suffix == ".jsonl":
+        rows: Any = [row for _, row in read_jsonl(path)]
+    else:
+        try:
+            rows = json.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as err:
+            raise CorlError(f"{path}: not UTF-8 text ({err.reason})") from None
+        except json.JSONDecodeError as err:
+            raise CorlError(f"{path}: invalid JSON ({err.msg} at column {err.colno})") from None
     if isinstance(rows, dict):  # {id: row}: the key is the id
         key_column = id_column or "id"
         keyed = []

@@ -15,11 +15,7 @@ prompt asks for a problem, not a solution.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +24,7 @@ from typing import Any
 
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
+from corl_vl.io import atomic_dir, write_jsonl_atomic
 
 __all__ = ["REWRITE_PROMPT", "RephraseResult", "check_rewrite", "numbers_in", "rephrase", "write_view"]
 
@@ -148,20 +145,6 @@ def _image_paths(images: Sequence[Any]) -> list[str] | None:
     return [str(Path(im).resolve()) for im in images]
 
 
-def _atomic_replace(tmp: Path, out: Path) -> None:
-    if out.is_dir():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        out.rename(old)
-        try:
-            tmp.rename(out)
-        except OSError:
-            old.rename(out)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, out)
-
-
 def write_view(problems: Sequence[Problem], out: str | Path, *, overwrite: bool = False) -> Path:
     """Write problems as a paired view that ``load_problems`` / ``load_paired_view`` read, atomically.
 
@@ -173,20 +156,13 @@ def write_view(problems: Sequence[Problem], out: str | Path, *, overwrite: bool 
     out = Path(out)
     if out.exists() and not overwrite:
         raise CorlError(f"{out} already exists (use --overwrite to replace it)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix == ".jsonl":
-        fd, name = tempfile.mkstemp(prefix=f".{out.name}.tmp-", dir=out.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                for p in problems:
-                    row = {"id": p.id, "question": p.question, "answer": p.answer, "choices": p.choices,
-                           "images": _image_paths(p.images), "rephrase": p.meta.get("rephrase")}  # fmt: skip
-                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            _atomic_replace(Path(name), out)
-        finally:
-            Path(name).unlink(missing_ok=True)
-        return out
-    return _write_disk(problems, out)
+    if out.suffix != ".jsonl":
+        return _write_disk(problems, out)
+    rows = ({"id": p.id, "question": p.question, "answer": p.answer, "choices": p.choices,
+             "images": _image_paths(p.images), "rephrase": p.meta.get("rephrase")} for p in problems)  # fmt: skip
+    with atomic_dir(out) as new:  # atomic_dir, not atomic_file: --overwrite may replace a folder
+        write_jsonl_atomic(new, rows)
+    return out
 
 
 def _write_disk(problems: Sequence[Problem], out: Path) -> Path:
@@ -215,10 +191,6 @@ def _write_disk(problems: Sequence[Problem], out: Path) -> Path:
         "rephrase": [str(p.meta.get("rephrase", "")) for p in problems],
     }
     table = Dataset.from_dict(columns, features=features)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        table.save_to_disk(str(tmp / "data"), num_shards=1)
-        _atomic_replace(tmp / "data", out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with atomic_dir(out) as tmp:
+        table.save_to_disk(str(tmp), num_shards=1)
     return out

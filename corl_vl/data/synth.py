@@ -16,8 +16,6 @@ import hashlib
 import io
 import json
 import random
-import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,6 +26,7 @@ from corl_vl.data.images import lazy_image
 from corl_vl.data.problem import Problem
 from corl_vl.data.synth_skills import SIZE, SKILLS, Params
 from corl_vl.errors import CorlError
+from corl_vl.io import atomic_dir
 
 SPLITS = ("train", "test")
 _TEST_SHARE = 4  # one hash bucket in four belongs to test
@@ -185,29 +184,16 @@ def write_dataset(
             "params": [p.meta["params"] for p in problems],
         }
         tables[split] = Dataset.from_dict(columns, features=features)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    bars_on = is_progress_bar_enabled()
+    disable_progress_bars()  # the CLI prints its own summary
     try:
-        bars_on = is_progress_bar_enabled()
-        disable_progress_bars()  # the CLI prints its own summary
-        try:
+        with atomic_dir(out) as tmp:
             # An empty split needs one explicit (empty) shard, or datasets cannot load it back.
             shards = {split: 1 if len(table) == 0 else None for split, table in tables.items()}
-            DatasetDict(tables).save_to_disk(str(tmp / "data"), num_shards=shards)
-        finally:
-            if bars_on:
-                enable_progress_bars()
-        if out.exists():
-            out.rename(tmp / "old")
-            try:
-                (tmp / "data").rename(out)
-            except OSError:
-                (tmp / "old").rename(out)
-                raise
-        else:
-            (tmp / "data").rename(out)
+            DatasetDict(tables).save_to_disk(str(tmp), num_shards=shards)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if bars_on:
+            enable_progress_bars()
     return out
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
+from corl_vl.io import read_jsonl
 
 VISION_MAX_NEW_TOKENS = 16384
 TEXT_MAX_NEW_TOKENS = 3072
@@ -75,14 +76,9 @@ def read_cache(path: Path, fingerprint: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     if not path.is_file():
         return out
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by an interrupted run: regenerate that record
-            if row.get("fingerprint") == fingerprint and isinstance(row.get("responses"), list):
-                out[str(row["id"])] = [str(r) for r in row["responses"]]
+    for _, row in read_jsonl(path, skip_bad=True):  # a line cut by an interrupted run: regenerate that record
+        if row.get("fingerprint") == fingerprint and isinstance(row.get("responses"), list):
+            out[str(row["id"])] = [str(r) for r in row["responses"]]
     return out
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from corl_vl.data.problem import ImageLike, Problem
 from corl_vl.errors import CorlError
+from corl_vl.io import read_jsonl
 
 _ANNOTATION_SUFFIXES = (".json", ".jsonl", ".parquet", ".csv")
 
@@ -174,19 +175,7 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise CorlError(f"{path} line {lineno}: not valid JSON ({err})") from None
-            if not isinstance(row, dict):
-                raise CorlError(f"{path} line {lineno}: expected a JSON object")
-            rows.append(row)
-    return rows
+    return [row for _, row in read_jsonl(path)]
 
 
 def _read_parquet(path: Path) -> list[dict[str, Any]]:

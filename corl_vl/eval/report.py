@@ -8,14 +8,13 @@ results file that looks complete. Response files are keyed by record id (never b
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
 from corl_vl.eval.scoring.base import RecordScore
+from corl_vl.io import atomic_file, read_jsonl, write_jsonl_atomic, write_text_atomic
 
 # Metrics shown next to the headline number in report.md, per benchmark.
 _REPORT_METRICS = {
@@ -24,60 +23,30 @@ _REPORT_METRICS = {
 
 
 # ---------------------------------------------------------------------------------------------- writing
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and an atomic rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json(path: Path, obj: Any) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-
-
-def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-
-
 def write_run(folder: Path, results: Mapping[str, Any], records: Mapping[str, RecordScore]) -> None:
     """``results.json`` and ``responses.jsonl`` (response, extracted, correct per record) in ``folder``."""
-    write_json(folder / "results.json", results)
-    write_jsonl(folder / "responses.jsonl", (r.to_json() for r in records.values()))
+    write_text_atomic(folder / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    write_jsonl_atomic(folder / "responses.jsonl", (r.to_json() for r in records.values()))
 
 
 # ---------------------------------------------------------------------------------------------- reading
 def read_responses(path: str | Path) -> dict[str, list[str]]:
     """Responses keyed by record id from a JSONL file (``id`` + ``response`` or ``responses`` per line)."""
     path = Path(path).expanduser()
-    if not path.is_file():
-        raise CorlError(f"responses file not found: {path}")
     out: dict[str, list[str]] = {}
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path} line {lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise CorlError(f"{where}: not valid JSON ({err})") from None
-            if not isinstance(row, dict) or row.get("id") is None:
-                raise CorlError(f"{where}: missing field 'id'")
-            if "response" in row:
-                found = [row["response"]]
-            elif "responses" in row and isinstance(row["responses"], list):
-                found = row["responses"]
-            else:
-                raise CorlError(f"{where}: missing field 'response' (or a 'responses' list)")
-            if not all(isinstance(r, str) for r in found):
-                raise CorlError(f"{where}: field 'response' must be a string")
-            out.setdefault(str(row["id"]), []).extend(found)
+    for lineno, row in read_jsonl(path, what="responses file"):
+        where = f"{path}:{lineno}"
+        if row.get("id") is None:
+            raise CorlError(f"{where}: missing field 'id'")
+        if "response" in row:
+            found = [row["response"]]
+        elif "responses" in row and isinstance(row["responses"], list):
+            found = row["responses"]
+        else:
+            raise CorlError(f"{where}: missing field 'response' (or a 'responses' list)")
+        if not all(isinstance(r, str) for r in found):
+            raise CorlError(f"{where}: field 'response' must be a string")
+        out.setdefault(str(row["id"]), []).extend(found)
     return out
 
 
@@ -150,15 +119,11 @@ def plot_bars(table: Mapping[str, Mapping[str, Mapping[str, Any]]], path: Path) 
     else:
         ax.set_title(runs[0], fontsize=9)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, path)
+        with atomic_file(path) as tmp:
+            fig.savefig(tmp, dpi=120)
     finally:
         plt.close(fig)
-        Path(tmp).unlink(missing_ok=True)
 
 
 def write_outputs(
