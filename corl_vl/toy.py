@@ -1,0 +1,170 @@
+"""The toy-scale Co-RL experiment shared by ``corl-vl demo`` and ``benchmarks/science/toy_reproduction.py``.
+
+Why one module: the demo is the toy reproduction in miniature (one seed, Co-RL only), and both must start from
+the *same* warm-started bases, train on the same problems and be judged by the same held-out yardstick, or the
+demo would show something the benchmark never measured.
+
+An experiment YAML has three sections::
+
+    warm_start:   skill_sets (one list per agent: its strong skills) + WarmStartSpec fields shared by all
+    cohort:       a normal cohort config (corl_vl.config); agents' ``model`` names the *base* preset
+    heldout:      per_skill, seed, max_new_tokens, every (evaluate every N steps; 0 → before/after only)
+
+The cohort trains on the text rendering of the synthetic problems (the picture described in words): measured on
+this CPU, tiny random VLMs learn the answer *format* from pixels in minutes but not the content (held-out
+accuracy stays at chance), so pixels alone would leave nothing for Co-RL to exchange. Images are left out to
+keep rollouts cheap; the models are still the VLM architectures with their own chat formats.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from corl_vl.config import CohortConfig, apply_overrides, config_from_dict
+from corl_vl.data.problem import Problem
+from corl_vl.errors import CorlError
+from corl_vl.heldout import HeldoutResult, evaluate, heldout_problems
+from corl_vl.warm_start import WarmStartSpec, complementary_specs, ensure_warm_start
+
+
+@dataclass
+class Experiment:
+    """A parsed experiment file (see the module docstring)."""
+
+    cohort: dict[str, Any]
+    skill_sets: list[list[str]]
+    warm_start: dict[str, Any] = field(default_factory=dict)
+    heldout: dict[str, Any] = field(default_factory=dict)
+    source: str = "<dict>"
+
+    @property
+    def skills(self) -> list[str]:
+        return [s for group in self.skill_sets for s in group]
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise CorlError(f"experiment file not found: {path}") from None
+    if not isinstance(raw, dict) or set(raw) - {"warm_start", "cohort", "heldout"}:
+        raise CorlError(f"{path}: expected the sections warm_start, cohort, heldout")
+    ws = dict(raw.get("warm_start") or {})
+    sets = ws.pop("skill_sets", None)
+    if not sets or not all(isinstance(g, list) and g for g in sets):
+        raise CorlError(f"{path}: warm_start.skill_sets must be one non-empty list of skills per agent")
+    known = set(WarmStartSpec.__dataclass_fields__) - {"model", "strong_skills", "weak_skills"}
+    unknown = sorted(set(ws) - known)
+    if unknown:
+        raise CorlError(f"{path}: unknown warm_start key '{unknown[0]}'; known: {', '.join(sorted(known))}")
+    exp = Experiment(
+        cohort=raw.get("cohort") or {}, skill_sets=sets, warm_start=ws, heldout=raw.get("heldout") or {},
+        source=str(path),
+    )  # fmt: skip
+    if len(exp.cohort.get("agents", [])) != len(sets):
+        raise CorlError(f"{path}: {len(sets)} skill sets for {len(exp.cohort.get('agents', []))} agents")
+    return exp
+
+
+def base_specs(exp: Experiment, **changes: Any) -> list[WarmStartSpec]:
+    models = [a["model"] for a in exp.cohort["agents"]]
+    return complementary_specs(models, exp.skill_sets, **{**exp.warm_start, **changes})
+
+
+def ensure_bases(exp: Experiment, *, log_every: int = 0, **changes: Any) -> list[Path]:
+    """The warm-started checkpoint of every agent (built on first use, then cached)."""
+    return [ensure_warm_start(spec, log_every=log_every) for spec in base_specs(exp, **changes)]
+
+
+def cohort_config(
+    exp: Experiment,
+    bases: Sequence[Path],
+    *,
+    reward: str = "co_rl",
+    seed: int = 0,
+    overrides: Sequence[str] = (),
+) -> CohortConfig:
+    """The experiment's cohort config, agents pointed at their warm-started bases, with ``reward`` and ``seed``."""
+    raw = yaml.safe_load(yaml.safe_dump(exp.cohort))  # deep copy
+    for agent, base in zip(raw["agents"], bases, strict=True):
+        agent["model"] = str(base)
+    raw.setdefault("train", {})
+    raw["train"]["reward"] = reward
+    raw["train"]["seed"] = seed
+    cfg = config_from_dict(raw, exp.source)
+    return apply_overrides(cfg, list(overrides))
+
+
+def train_problems(cfg: CohortConfig, skills: Sequence[str]) -> list[Problem]:
+    """The label-hidden training problems (text rendering) every agent is asked about, by id."""
+    from corl_vl.data.synth import generate_problems, to_text_problem
+
+    if cfg.data.train != "synthetic":
+        raise CorlError("the toy experiment trains on synthetic problems (data.train: synthetic)")
+    n = cfg.data.limit or 256
+    return [
+        to_text_problem(p) for p in generate_problems(n, seed=cfg.data.seed, split="train", skills=skills)
+    ]
+
+
+def heldout_set(exp: Experiment, per_skill: int | None = None) -> list[Problem]:
+    h = exp.heldout
+    return heldout_problems(per_skill or int(h.get("per_skill", 64)), exp.skills, seed=int(h.get("seed", 0)))
+
+
+def build_cohort(cfg: CohortConfig, problems: Sequence[Problem], device: str = "cpu") -> Any:
+    """A :class:`~corl_vl.cohort.Cohort` whose agents all see ``problems`` (the text rendering)."""
+    from corl_vl.agent import Agent
+    from corl_vl.cohort import Cohort
+
+    agents = [Agent.from_config(a, cfg, problems, device=device) for a in cfg.agents]
+    return Cohort(cfg, agents, problems)
+
+
+def evaluate_cohort(
+    cohort: Any, heldout: Sequence[Problem], max_new_tokens: int = 10
+) -> dict[str, HeldoutResult]:
+    return {
+        agent.name: evaluate(agent.adapter, agent.model, heldout, max_new_tokens=max_new_tokens)
+        for agent in cohort.agents
+    }
+
+
+def run_with_heldout(
+    cohort: Any,
+    heldout: Sequence[Problem],
+    *,
+    steps: int,
+    every: int = 0,
+    max_new_tokens: int = 10,
+    on_step: Callable[[int, dict[str, dict[str, float]]], None] | None = None,
+) -> dict[str, Any]:
+    """Train ``cohort`` for ``steps`` cohort steps, evaluating held-out accuracy at step 0, every ``every``
+    steps and at the end. Returns ``{"evals": [{"step", agent: result dict}], "metrics": {agent: [...]},
+    "seconds"}`` — the record the toy benchmark aggregates over seeds and methods."""
+    t0 = time.perf_counter()
+    evals: list[dict[str, Any]] = []
+    metrics: dict[str, list[dict[str, float]]] = {a.name: [] for a in cohort.agents}
+
+    def snapshot(step: int) -> None:
+        res = evaluate_cohort(cohort, heldout, max_new_tokens)
+        evals.append({"step": step, **{name: r.as_dict() for name, r in res.items()}})
+
+    snapshot(0)
+    for step in range(steps):
+        m = cohort.step()
+        for name in metrics:
+            metrics[name].append({"step": step, **m[name]})
+        if on_step is not None:
+            on_step(step, m)
+        done = step + 1
+        if (every and done % every == 0) or done == steps:
+            snapshot(done)
+    return {"evals": evals, "metrics": metrics, "seconds": time.perf_counter() - t0}

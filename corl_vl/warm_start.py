@@ -1,0 +1,241 @@
+"""Supervised warm start: give a tiny random model *partial, skill-specific* competence before label-free RL.
+
+Why: Co-RL's claim (paper Thm. 1, §6) is about cohorts whose members are right on different problems. Random
+models are right on nothing, so peer votes are noise and nothing can be shown. A short teacher-forced run on
+*labelled* synthetic problems — many labels for the agent's strong skills, few for its weak ones — gives each
+agent accuracies strictly between 0 and 1 that differ by skill: agent A good on S1 and weak on S2, B the
+reverse. That is the complementary setting the theory predicts Co-RL can exploit and self-reward cannot.
+
+The loss is ``−mean`` of the target completion's token logprobs (token mean over the batch), computed through
+the adapter (:meth:`ModelAdapter.completion_logprobs`), so any family the trainer drives can be warm-started
+with the very prompt format it is later trained and evaluated with. Targets are short (``\\boxed{7}`` by
+default) so that RL rollouts stay cheap (a handful of new tokens).
+
+Deterministic by seed (weights, label subset, batch order); the result is a normal checkpoint folder cached
+under ``cache_dir()/"warm_start"/<key>`` where the key hashes the spec, so it is built once and shared by the
+demo, the toy reproduction and the tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from corl_vl.data.problem import Problem
+from corl_vl.errors import CorlError
+from corl_vl.paths import cache_dir
+
+VERSION = 1  # bump when the recipe below changes: cached folders are keyed by it
+DONE = "warm_start.json"  # written last inside the folder: its presence marks a complete build
+
+
+@dataclass(frozen=True)
+class WarmStartSpec:
+    """What to warm-start and how; every field is part of the cache key.
+
+    Attributes:
+        model: preset name or checkpoint folder of the *base* model.
+        strong_skills: skills labelled generously (``labels_per_skill`` labelled problems each).
+        weak_skills: skills labelled sparsely (``weak_fraction × labels_per_skill`` each) — the agent ends up
+            weak but not at zero on them, so per-skill accuracies lie strictly inside (0, 1).
+        weak_fraction: share of labels a weak skill gets relative to a strong one.
+        labels_per_skill: labelled problems per strong skill (the synthetic ``train`` split).
+        text_view: train on the problems' text rendering (the picture described in words) instead of pixels.
+        steps, batch_size, lr: the optimisation (AdamW, linear warm-up 10 %, cosine to 0, grad clip 1).
+        seed: weights' shuffling, label subset, batch order.
+        data_seed: the synthetic generator seed of the labelled pool (keep it apart from the RL data seed).
+        target: completion template; ``{answer}`` is replaced by the gold answer.
+        adapter_kwargs: passed to the adapter (same as the cohort's agent config).
+    """
+
+    model: str
+    strong_skills: tuple[str, ...]
+    weak_skills: tuple[str, ...] = ()
+    weak_fraction: float = 0.1
+    labels_per_skill: int = 1024
+    text_view: bool = True
+    steps: int = 300
+    batch_size: int = 16
+    lr: float = 1e-3
+    seed: int = 0
+    data_seed: int = 1000
+    target: str = "\\boxed{{{answer}}}"
+    adapter_kwargs: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    def key(self) -> str:
+        """Short stable hash of the spec (plus the recipe ``VERSION``) naming the cache folder."""
+        data = dataclasses.asdict(self) | {"version": VERSION}
+        digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=list).encode()).hexdigest()[:12]
+        base = Path(self.model).name if Path(self.model).is_dir() else self.model
+        return f"{base}-{digest}"
+
+
+def labelled_pool(spec: WarmStartSpec) -> list[Problem]:
+    """The labelled problems of ``spec``: every strong-skill problem, a seeded subset of each weak skill."""
+    from corl_vl.data.synth import generate_problems, to_text_problem
+
+    overlap = set(spec.strong_skills) & set(spec.weak_skills)
+    if overlap:
+        raise CorlError(f"warm start: skill(s) {sorted(overlap)} are both strong and weak")
+    if not 0.0 <= spec.weak_fraction <= 1.0:
+        raise CorlError(f"warm start: weak_fraction must be in [0, 1], got {spec.weak_fraction}")
+    pool: list[Problem] = []
+    rng = random.Random(f"corl-vl-warm-start:{spec.seed}")
+    for skill in (*spec.strong_skills, *spec.weak_skills):
+        n = spec.labels_per_skill
+        if skill in spec.weak_skills:
+            n = max(1, round(spec.weak_fraction * n)) if spec.weak_fraction > 0 else 0
+        if n == 0:
+            continue
+        problems = generate_problems(n, seed=spec.data_seed, split="train", skills=[skill])
+        pool += [to_text_problem(p) for p in problems] if spec.text_view else problems
+    rng.shuffle(pool)
+    return pool
+
+
+def target_text(spec: WarmStartSpec, problem: Problem) -> str:
+    if problem.answer is None:
+        raise CorlError(f"warm start: problem {problem.id} has no label")
+    return spec.target.format(answer=problem.answer)
+
+
+def target_ids(adapter: Any, text: str) -> list[int]:
+    """The completion the model should write: the text's tokens, then the first stop token (so it learns to stop)."""
+    ids = adapter.tokenizer(text, add_special_tokens=False)["input_ids"]
+    return [*ids, adapter.stop_token_ids[0]]
+
+
+def _lr_factor(step: int, steps: int) -> float:
+    warmup = max(1, math.ceil(0.1 * steps))
+    if step < warmup:
+        return (step + 1) / warmup
+    return 0.5 * (1.0 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+
+def train_warm_start(
+    spec: WarmStartSpec, *, log_every: int = 0, device: str = "cpu"
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Run the supervised warm start in memory; returns ``(adapter, model, record)``.
+
+    ``record`` holds the loss curve (``losses``: mean loss per logging window), the first/last window losses,
+    pool sizes per skill and the wall time — what :func:`ensure_warm_start` stores next to the weights.
+    """
+    import torch
+
+    from model_adapters.registry import create_adapter
+
+    adapter = create_adapter(spec.model, **spec.adapter_kwargs)
+    pool = labelled_pool(spec)
+    if not pool:
+        raise CorlError("warm start: no labelled problems (no strong skills and weak_fraction = 0?)")
+    t0 = time.perf_counter()
+    prompts = [adapter.encode_prompt(p) for p in pool]
+    targets = [target_ids(adapter, target_text(spec, p)) for p in pool]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        model = adapter.load_model(device=device)
+        model.train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr, betas=(0.9, 0.95), weight_decay=0.0)
+        order = random.Random(f"corl-vl-warm-start-batches:{spec.seed}")
+        window: list[float] = []
+        losses: list[float] = []
+        every = log_every or max(1, spec.steps // 20)
+        for step in range(spec.steps):
+            idx = order.sample(range(len(pool)), min(spec.batch_size, len(pool)))
+            scored = adapter.completion_logprobs(
+                model, [prompts[i] for i in idx], [targets[i] for i in idx],
+                micro_batch_size=spec.batch_size,
+            )  # fmt: skip
+            loss = -(scored.logprobs.sum() / scored.mask.sum().clamp(min=1))
+            for group in optimizer.param_groups:
+                group["lr"] = spec.lr * _lr_factor(step, spec.steps)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            window.append(float(loss.detach()))
+            if len(window) == every or step == spec.steps - 1:
+                losses.append(sum(window) / len(window))
+                window = []
+                if log_every:
+                    print(f"  warm start {spec.key()}: step {step + 1}/{spec.steps} loss {losses[-1]:.3f}")
+    model.eval()
+    counts: dict[str, int] = {}
+    for p in pool:
+        counts[p.meta["skill"]] = counts.get(p.meta["skill"], 0) + 1
+    record = {
+        "spec": dataclasses.asdict(spec),
+        "key": spec.key(),
+        "labels_per_skill": counts,
+        "losses": losses,
+        "first_loss": losses[0],
+        "last_loss": losses[-1],
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    return adapter, model, record
+
+
+def warm_start_dir(spec: WarmStartSpec) -> Path:
+    return cache_dir() / "warm_start" / spec.key()
+
+
+def ensure_warm_start(spec: WarmStartSpec, *, log_every: int = 0) -> Path:
+    """The cached warm-started checkpoint folder of ``spec``, trained on first use.
+
+    Written into a temporary sibling and renamed into place, so a reader never sees a half-written
+    checkpoint; a racing process that loses the rename discards its copy.
+    """
+    target = warm_start_dir(spec)
+    if (target / DONE).exists():
+        return target
+    adapter, model, record = train_warm_start(spec, log_every=log_every)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        adapter.processor.save_pretrained(tmp)
+        for name in ("generation_config.json",):  # keep the base's stop tokens
+            base = Path(adapter.model_path) / name
+            if base.exists():
+                shutil.copy(base, tmp / name)
+        (tmp / DONE).write_text(json.dumps(record, indent=1))
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / DONE).exists():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def warm_start_record(path: str | Path) -> dict[str, Any]:
+    """The record stored with a warm-started checkpoint (spec, losses, labels per skill, seconds)."""
+    return json.loads((Path(path) / DONE).read_text())
+
+
+def complementary_specs(
+    models: Sequence[str], skill_sets: Sequence[Sequence[str]], **common: Any
+) -> list[WarmStartSpec]:
+    """One spec per model: model ``i`` is strong on ``skill_sets[i]`` and weak on every other set's skills."""
+    if len(models) != len(skill_sets):
+        raise CorlError(f"{len(models)} models but {len(skill_sets)} skill sets")
+    specs = []
+    for i, model in enumerate(models):
+        weak = tuple(s for j, group in enumerate(skill_sets) if j != i for s in group)
+        specs.append(
+            WarmStartSpec(model=model, strong_skills=tuple(skill_sets[i]), weak_skills=weak, **common)
+        )
+    return specs
