@@ -140,12 +140,28 @@ def get_adapter_class(name: str) -> type[ModelAdapter]:
 def detect_adapter(model_dir: str | Path) -> str:
     """The adapter for a local checkpoint folder, chosen by its ``config.json`` ``model_type``."""
     config_path = Path(model_dir) / "config.json"
+    if not config_path.is_file():
+        raise CorlError(f"{config_path}: not found (is {model_dir} a Hugging Face checkpoint folder?)")
+    return _adapter_for_config(config_path)
+
+
+def detect_hub_adapter(repo_id: str) -> str:
+    """The adapter for a hub id, from its ``config.json`` (the HF cache first, so it works offline once seen)."""
+    from huggingface_hub import hf_hub_download
+
+    try:
+        config_path = hf_hub_download(repo_id, "config.json")
+    except Exception as err:  # offline, unknown repo, gated model: all mean "cannot tell the family"
+        raise CorlError(
+            f"cannot read config.json of hub id '{repo_id}' ({type(err).__name__}); pass the adapter "
+            f"explicitly (adapter: in the config, --adapter on the CLI) or use a preset: {', '.join(PRESETS)}"
+        ) from None
+    return _adapter_for_config(Path(config_path))
+
+
+def _adapter_for_config(config_path: Path) -> str:
     try:
         model_type = json.loads(config_path.read_text())["model_type"]
-    except FileNotFoundError:
-        raise CorlError(
-            f"{config_path}: not found (is {model_dir} a Hugging Face checkpoint folder?)"
-        ) from None
     except (json.JSONDecodeError, KeyError, TypeError) as err:
         raise CorlError(f"{config_path}: cannot read field 'model_type' ({err})") from None
     matches = [name for name, cls in list_adapters().items() if model_type in cls.model_types]
@@ -163,7 +179,7 @@ def detect_adapter(model_dir: str | Path) -> str:
 
 
 def resolve_model(model: str | Path, *, adapter: str | None = None) -> tuple[str, str, dict[str, Any]]:
-    """``model`` (preset name, local folder, or hub id with ``adapter``) → (adapter name, weights path, defaults).
+    """``model`` (preset name, local folder, or hub id ``org/name``) → (adapter name, weights path, defaults).
 
     Tiny presets are built on first use (cached) by :func:`model_adapters.tiny.ensure_tiny`.
     """
@@ -179,16 +195,16 @@ def resolve_model(model: str | Path, *, adapter: str | None = None) -> tuple[str
         return adapter or preset.adapter, path, dict(preset.defaults)
     if Path(spec).is_dir():
         return adapter or detect_adapter(spec), spec, {}
-    if adapter is not None:  # a hub id with an explicit adapter
-        return adapter, spec, {}
-    raise CorlError(
-        f"unknown model '{spec}': not a preset, not a local folder (a hub id needs an explicit adapter); "
-        f"presets: {', '.join(PRESETS)}"
-    )
+    if spec.count("/") != 1 or spec.startswith((".", "/", "~")):
+        raise CorlError(
+            f"unknown model '{spec}': not a preset, not a local folder, not a hub id (org/name); "
+            f"presets: {', '.join(PRESETS)}"
+        )
+    return adapter or detect_hub_adapter(spec), spec, {}
 
 
 def create_adapter(model: str | Path, *, adapter: str | None = None, **kwargs: Any) -> ModelAdapter:
-    """Build the adapter for a preset name, a local checkpoint folder, or a hub id (with ``adapter=``).
+    """Build the adapter for a preset name, a local checkpoint folder, or a hub id (family read from its config).
 
     Keyword arguments go to the adapter's constructor and override the preset's defaults.
     """

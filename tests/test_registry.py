@@ -208,3 +208,29 @@ def test_broken_plugin_names_itself(tmp_path, clean_registry, monkeypatch):
     registry.reload_plugins()
     with pytest.raises(CorlError, match=r"adapter plugin 'broken' from broken-plugin .*failed to load"):
         registry.list_adapters()
+
+
+def test_hub_id_family_is_read_from_its_config_in_the_hf_cache(tmp_path, tiny_checkpoint):
+    """A hub id needs no explicit adapter: its config.json (here planted in the HF cache, read offline) says."""
+    import shutil
+
+    from huggingface_hub import constants
+
+    from model_adapters.registry import resolve_model
+
+    repo = f"corl-vl-test/planted-{tmp_path.name}"
+    root = Path(constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}"
+    snapshot = root / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text("0" * 40)
+    shutil.copy(tiny_checkpoint("tiny-internvl3.5") / "config.json", snapshot / "config.json")
+    try:
+        assert resolve_model(repo) == ("internvl3_5", repo, {})
+        assert resolve_model(repo, adapter="causal_lm")[0] == "causal_lm"  # explicit wins
+    finally:
+        shutil.rmtree(root)
+    with pytest.raises(CorlError, match=r"cannot read config\.json of hub id .*pass the adapter explicitly"):
+        resolve_model("corl-vl-test/never-downloaded")  # offline (HF_HUB_OFFLINE=1 in tests): one clear line
+    with pytest.raises(CorlError, match=r"not a preset, not a local folder, not a hub id"):
+        resolve_model("a/b/c")

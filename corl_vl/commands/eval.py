@@ -45,7 +45,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--output-dir", required=True, type=Path)
     p.add_argument("--responses", action="append", type=Path, help="JSONL of id + response (repeatable)")
     p.add_argument("--model", action="append", help="preset name or checkpoint folder (repeatable)")
-    p.add_argument("--adapter", help="adapter name, needed when --model is a hub id")
+    p.add_argument(
+        "--adapter",
+        help="adapter name (default: from the preset, or the checkpoint's config.json model_type)",
+    )
     p.add_argument("--ensemble", type=int, help="pool K responses from each model / file and majority-vote")
     p.add_argument("--tie-policy", default="first", choices=("first", "none"), help="ensemble ties")
     p.add_argument("--samples", type=int, help="responses per record (default 1; AMC 8: avg@8)")
