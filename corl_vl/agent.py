@@ -15,8 +15,9 @@ The update (one optimizer step per cohort step):
    full-batch gradient; then clip, step, schedule.
 
 Distributed runs (:mod:`corl_vl.distributed`) wrap the same model and AdamW in a DeepSpeed ZeRO-2/3 engine over
-the agent's rank group (:meth:`attach_deepspeed`); the update is the same loop with ``engine.backward`` /
-``engine.step`` (DeepSpeed clips), and the losses are normalised by the *group's* batch totals so the averaged
+the agent's rank group (:meth:`attach_deepspeed`); the update is the same loop with the engine's forward,
+``engine.backward`` / ``engine.step`` (DeepSpeed clips); under ZeRO-3 generation and scoring run on gathered
+weights with ZeRO-3's hooks off (:meth:`inference_weights`), and the losses are normalised by the *group's* batch totals so the averaged
 gradient equals the full-batch gradient whatever the share each rank trained on.
 """
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,22 @@ from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.grpo import LossSpec, Normalizer, importance_weights, masked_mean, policy_loss
 from corl_vl.rollout import Rollout, RolloutEngine, create_engine
+
+
+@contextlib.contextmanager
+def _zero3_inference(engine: Any) -> Iterator[None]:
+    """Whole weights, no ZeRO-3 hooks, and the coordinator's per-forward ``reset_step`` paused (see
+    :meth:`Agent.inference_weights`). The pause shadows the method on the coordinator instance and is undone
+    by deleting the shadow, so nothing of DeepSpeed's state outlives the context."""
+    from deepspeed.runtime.zero import unwrap_model_for_generation
+
+    coordinator = engine.optimizer.parameter_offload.get_param_coordinator()
+    with unwrap_model_for_generation(engine):
+        coordinator.reset_step = lambda: None
+        try:
+            yield
+        finally:
+            del coordinator.reset_step
 
 
 def lr_lambda(max_steps: int, warmup_ratio: float, kind: str):
@@ -169,7 +186,7 @@ class Agent:
         prompts = [self.adapter.encode_prompt(p) for p in problems]
         g = self.cfg.grpo
         self.engine.wake()
-        with self.full_weights():
+        with self.inference_weights():
             rollouts = self.engine.generate(
                 problems, k=g.k, temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
                 seed=seed, prompts=prompts,
@@ -191,7 +208,8 @@ class Agent:
         self, prompts: Sequence[Any], completions: Sequence[Sequence[int]], *, model: Any = None
     ) -> Any:
         """No-grad logprobs and entropies of completions under the trainer (or ``model``): CompletionLogprobs."""
-        with torch.no_grad():
+        weights = self.inference_weights() if model is None else contextlib.nullcontext()
+        with torch.no_grad(), weights:
             return self.adapter.completion_logprobs(
                 model or self.model, prompts, completions, temperature=self.cfg.grpo.temperature or 1.0,
                 micro_batch_size=self.cfg.grpo.micro_batch_size, with_entropy=True,
@@ -230,7 +248,7 @@ class Agent:
         for start in range(0, len(rows), mb):
             idx = rows[start : start + mb]
             cur = self.adapter.completion_logprobs(
-                self.model, [batch.prompts[i] for i in idx], [batch.completions[i] for i in idx],
+                self.trainer, [batch.prompts[i] for i in idx], [batch.completions[i] for i in idx],
                 temperature=g.temperature or 1.0, micro_batch_size=mb,
             )  # fmt: skip
             width = cur.logprobs.shape[1]
@@ -277,6 +295,18 @@ class Agent:
         self.ds = deepspeed_engine(self.model, self.optimizer, ds_config, mpu)
         self.dp_group, self.dp_size = dp_group, mpu.get_data_parallel_world_size()
 
+    @property
+    def trainer(self) -> Any:
+        """What the gradient passes call: the DeepSpeed engine when there is one, else the model.
+
+        Why not the bare model under DeepSpeed: the engine's ``forward`` is where ZeRO learns that a new micro-batch
+        starts (ZeRO-3 advances its micro-step there). Bypassed, ZeRO-3 treats every ``backward`` as the first of
+        the step and *overwrites* the accumulated gradient partition instead of adding to it — a step over two
+        micro-batches then trains on the last one only (measured: grad norm 4.95 instead of 6.16). The engine
+        passes every attribute the adapters use (``parameters()``, the call) through to the model.
+        """
+        return self.model if self.ds is None else self.ds
+
     def full_weights(self) -> Any:
         """Context with every parameter whole on this rank: ZeRO-3 partitions them across the group, and
         generation and ``save_pretrained`` need the full tensors (a gather over the agent's group only)."""
@@ -285,6 +315,22 @@ class Agent:
         import deepspeed
 
         return deepspeed.zero.GatheredParameters(list(self.model.parameters()), modifier_rank=None)
+
+    def inference_weights(self) -> Any:
+        """Context for no-grad forwards (generation, scoring): whole weights and *no* ZeRO-3 module hooks.
+
+        Why not just :meth:`full_weights`: ZeRO-3's hooks still run inside a gather — they re-partition each layer
+        after use and fetch it again (an all-gather over the group) on the next forward, and re-check the trace.
+        Generation and scoring run a data-dependent number of forwards per rank (its own share, its own stopping
+        step), so with several ranks per agent those per-forward collectives would pair up wrongly or hang.
+        DeepSpeed's ``unwrap_model_for_generation`` gathers once and removes the per-module hooks until the context
+        exits. It leaves the model's start-of-forward hook, which advances the parameter coordinator's trace state
+        machine (and runs its cross-rank trace check) once per forward — so the coordinator's ``reset_step`` is
+        also paused here: it then sees only the gradient passes, which every group member runs equally often.
+        """
+        if self.ds is None or self.ds.zero_optimization_stage() != 3:
+            return contextlib.nullcontext()
+        return _zero3_inference(self.ds)
 
     def _group_totals(self, norm: Normalizer, n_micro: int, n_rows: int) -> tuple[Normalizer, int, int]:
         """Whole-group batch totals, the most micro-batches any member runs, and the group's trained rows."""
@@ -313,7 +359,7 @@ class Agent:
         """
         for _ in range(padding):
             cur = self.adapter.completion_logprobs(
-                self.model, batch.prompts[:1], batch.completions[:1], temperature=self.cfg.grpo.temperature or 1.0,
+                self.trainer, batch.prompts[:1], batch.completions[:1], temperature=self.cfg.grpo.temperature or 1.0,
                 micro_batch_size=1,
             )  # fmt: skip
             self.ds.backward(cur.logprobs.sum() * 0.0)
@@ -324,8 +370,10 @@ class Agent:
         return float(norm) if norm is not None else float("nan")
 
     def sync(self) -> None:
-        """Push the updated weights to the rollout engine."""
-        self.engine.sync_weights(self.model)
+        """Push the updated weights to the rollout engine (whole: under ZeRO-3 the module holds only partitions,
+        and an engine that copies or saves them — vLLM — would get empty tensors)."""
+        with self.full_weights():
+            self.engine.sync_weights(self.model)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

@@ -13,7 +13,9 @@ Three facts this module is built on (verified with deepspeed 0.19.8, ../shared/E
   model-parallel group is the rank's *single-rank* group (``None`` would mean WORLD inside ``deepspeed.comm``).
   Without it DeepSpeed reduces gradients and broadcasts initial weights over WORLD: two agents of the same
   architecture then silently mix gradients. :func:`deepspeed_engine` refuses to build an engine without one;
-- ``deepspeed.utils.groups.mpu`` is process-wide, so a multi-process run hosts exactly one agent per process.
+- ``deepspeed.utils.groups.mpu`` is process-wide, so a multi-process run hosts exactly one agent per process;
+- ZeRO-3's trace-consistency check broadcasts over WORLD from global rank 0; :func:`scope_zero3_checks` moves it
+  into the agent's group (the no-grad passes that would desynchronise it are handled in :mod:`corl_vl.agent`).
 
 Data split inside a group: the group's ranks split the step's problem ids (contiguous shares); every rank
 still sees every agent's answers for *all* ids after the exchange, so pseudo-labels and rewards are computed
@@ -300,5 +302,82 @@ def deepspeed_engine(model: Any, optimizer: Any, config: dict[str, Any], mpu: Ag
     disable_shm_comm()
     import deepspeed
 
+    if config.get("zero_optimization", {}).get("stage") == 3:
+        scope_zero3_checks(mpu)
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config, mpu=mpu)
     return engine
+
+
+# Where DeepSpeed 0.19.8 calls ``deepspeed.runtime.zero.utils.assert_ints_same_as_other_ranks`` (each module binds
+# the name at import, so each binding is rebound): the parameter coordinator's trace check (always on), the
+# all-gather safe mode and stage 3's gradient sanity checks (both off unless configured).
+_ZERO3_CHECK_MODULES = (
+    "deepspeed.runtime.zero.partitioned_param_coordinator",
+    "deepspeed.runtime.zero.partition_parameters",
+    "deepspeed.runtime.zero.stage3",
+)
+_CHECK_NAME = "assert_ints_same_as_other_ranks"
+
+
+def scope_zero3_checks(mpu: AgentMPU) -> None:
+    """Make ZeRO-3's "same list on every rank" checks compare the agent's group, not WORLD.
+
+    Why: ZeRO-3 verifies after each forward/backward trace that every rank recorded the same module and
+    parameter order, by broadcasting from *global rank 0 over WORLD* (``zero/utils.py``). In a cohort the other
+    ranks run other agents — other architectures, other numbers of forward passes (generation) — so the check
+    fails ("disagreement on list length") or waits forever for a peer that is not there. The property it guards
+    (same trace on every rank that shares the parameters) is a property of the agent's group, so that is where it
+    is checked; on a one-rank group it holds trivially and costs no collective. DeepSpeed has no config key to
+    turn the check off, and it binds the function by name in each caller module, so those bindings are rebound —
+    process-wide, which is sound because a process hosts one agent (``deepspeed.utils.groups.mpu`` is
+    process-wide too). Idempotent for the same group; a second, different group in one process is an error.
+    """
+    import importlib
+
+    check = _group_check(mpu)
+    for module_name in _ZERO3_CHECK_MODULES:
+        module = importlib.import_module(module_name)
+        current = getattr(module, _CHECK_NAME, None)
+        if current is None:  # a DeepSpeed that moved the check: we must not run with the WORLD version
+            raise CorlError(
+                f"distributed: {module_name}.{_CHECK_NAME} not found — this DeepSpeed version is not supported "
+                "for ZeRO-3 cohorts (its WORLD-wide trace check would mix agents)"
+            )
+        bound = getattr(current, "corl_vl_group_ranks", None)
+        if bound is not None and bound != mpu.get_data_parallel_group_ranks():
+            raise CorlError(
+                f"distributed: ZeRO-3 checks already scoped to ranks {bound}; one process hosts one agent"
+            )
+        setattr(module, _CHECK_NAME, check)
+
+
+def _group_check(mpu: AgentMPU) -> Any:
+    """``assert_ints_same_as_other_ranks`` over the agent's group: its first rank's list is the reference."""
+    import torch
+    import torch.distributed as dist
+
+    group, ranks = mpu.get_data_parallel_group(), mpu.get_data_parallel_group_ranks()
+
+    def assert_ints_same_in_group(ints: list[int]) -> None:
+        if len(ranks) == 1:
+            return
+        device = "cuda" if dist.get_backend(group) == "nccl" else "cpu"
+        length = torch.tensor([len(ints)], dtype=torch.long, device=device)
+        dist.broadcast(length, src=ranks[0], group=group)
+        if int(length.item()) != len(ints):
+            raise RuntimeError(
+                f"ZeRO-3 trace differs inside agent group {ranks}: rank {ranks[0]} has {int(length.item())} "
+                f"entries, rank {dist.get_rank()} has {len(ints)}"
+            )
+        if not ints:
+            return
+        values = torch.tensor(ints, dtype=torch.long, device=device)
+        dist.broadcast(values, src=ranks[0], group=group)
+        if values.tolist() != list(ints):
+            raise RuntimeError(
+                f"ZeRO-3 trace differs inside agent group {ranks}: rank {ranks[0]} has {values.tolist()}, "
+                f"rank {dist.get_rank()} has {list(ints)}"
+            )
+
+    assert_ints_same_in_group.corl_vl_group_ranks = list(ranks)  # type: ignore[attr-defined]
+    return assert_ints_same_in_group

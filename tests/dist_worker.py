@@ -1,7 +1,8 @@
 """One cohort run for tests/test_distributed.py: under ``torchrun`` (one agent per process, ZeRO-2) or as a
 plain process (the single-process reference). Not a test module itself (no ``test_`` prefix).
 
-Usage: ``python dist_worker.py OUT_DIR`` (optionally under ``torchrun --nproc_per_node=2``). Writes the run to
+Usage: ``python dist_worker.py OUT_DIR [--deepspeed JSON] [--max-steps N] [--save-every N] [--resume]``
+(optionally under ``torchrun --nproc_per_node=2``; the JSON defaults to ZeRO-2, steps to 2). Writes the run to
 ``OUT_DIR/run`` and, per rank, ``OUT_DIR/rank-<r>.json`` with what the test asserts on: which agent the rank
 held, the ids of the answers it received for every agent, the labels it computed, whether its parameters moved.
 
@@ -11,9 +12,10 @@ sampled token ids (as in test_checkpoint): controlled reward input, not a mock o
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
-import sys
+import signal
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -55,23 +57,49 @@ class ForcedTexts:
         self.engine.wake()
 
 
-def config(out: Path, distributed: bool):
+MODELS = ("tiny-qwen2.5", "tiny-llama3")  # agents "qwen" and "llama" (names kept whatever --models says)
+
+
+def config(
+    out: Path,
+    distributed: bool,
+    ds_config: Path = ZERO2,
+    max_steps: int = 2,
+    save_every: int = 0,
+    models: tuple[str, str] = MODELS,
+    problems_per_step: int = 2,
+):
     from corl_vl.config import config_from_dict
 
     raw = {
-        "agents": [{"name": "qwen", "model": "tiny-qwen2.5"}, {"name": "llama", "model": "tiny-llama3"}],
+        "agents": [{"name": "qwen", "model": models[0]}, {"name": "llama", "model": models[1]}],
         "topology": {"kind": "mutual"},
-        "data": {"train": "synthetic", "limit": 4, "problems_per_step": 2},
+        "data": {"train": "synthetic", "limit": 4, "problems_per_step": problems_per_step},
         "grpo": {"k": 4, "max_new_tokens": 6, "micro_batch_size": 4},
         "rollout": {"batch_size": 8},
-        "train": {"max_steps": 2, "lr": 1e-3, "warmup_ratio": 0, "scheduler": "constant", "plot": False,
+        "train": {"max_steps": max_steps, "save_every": save_every, "lr": 1e-3, "warmup_ratio": 0, "scheduler": "constant", "plot": False,
                   "output_dir": str(out / "run"), "seed": 0},
-        "distributed": {"deepspeed": str(ZERO2) if distributed else None},
+        "distributed": {"deepspeed": str(ds_config) if distributed else None},
     }  # fmt: skip
     return config_from_dict(raw, "dist_worker")
 
 
-def run_worker(out: Path) -> list[dict]:
+def _params(agent) -> list:
+    """Whole copies of the agent's parameters (ZeRO-3 keeps only partitions on the module: gather them)."""
+    with agent.full_weights():
+        return [p.detach().clone() for p in agent.model.parameters()]
+
+
+def run_worker(
+    out: Path,
+    ds_config: Path = ZERO2,
+    *,
+    max_steps: int = 2,
+    save_every: int = 0,
+    resume: bool = False,
+    models: tuple[str, str] = MODELS,
+    problems_per_step: int = 2,
+) -> list[dict]:
     """Train; returns (and writes) one record per agent this process held."""
     import torch
 
@@ -86,7 +114,7 @@ def run_worker(out: Path) -> list[dict]:
         cohort = Cohort.from_config(cfg, device=device, dist=dist)
         for index, agent in zip(cohort.indices, cohort.agents):
             agent.engine = ForcedTexts(agent.engine, index)
-        state["before"] = {a.name: [p.detach().clone() for p in a.model.parameters()] for a in cohort.agents}
+        state["before"] = {a.name: _params(a) for a in cohort.agents}
         inner = cohort.step
 
         def step():
@@ -103,12 +131,13 @@ def run_worker(out: Path) -> list[dict]:
         state["cohort"] = cohort
         return cohort
 
-    train(config(out, distributed), progress=False, build=build)
+    cfg = config(out, distributed, ds_config, max_steps, save_every, models, problems_per_step)
+    train(cfg, resume=resume, progress=False, build=build)
     cohort = state["cohort"]
     records = []
     for agent in cohort.agents:
         before = state["before"][agent.name]
-        changed = [not torch.equal(a.detach(), b) for a, b in zip(agent.model.parameters(), before)]
+        changed = [not torch.equal(a, b) for a, b in zip(_params(agent), before)]
         records.append(
             {
                 "agent": agent.name,
@@ -122,6 +151,7 @@ def run_worker(out: Path) -> list[dict]:
             }
         )
     name = f"rank-{cohort.dist.rank}.json" if cohort.dist else "single.json"
+    name = name.replace(".json", "-resumed.json") if resume else name
     (out / name).write_text(json.dumps(records, indent=1))
     if cohort.dist is not None:
         import torch.distributed as tdist
@@ -131,4 +161,29 @@ def run_worker(out: Path) -> list[dict]:
 
 
 if __name__ == "__main__":
-    run_worker(Path(sys.argv[1]))
+    faulthandler.register(
+        signal.SIGTERM, chain=True
+    )  # a hung worker stopped by a timeout prints where it hung
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--deepspeed", type=Path, default=ZERO2)
+    parser.add_argument("--max-steps", type=int, default=2)
+    parser.add_argument("--save-every", type=int, default=0)
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument(
+        "--models", default=",".join(MODELS), help="two presets, e.g. tiny-qwen2.5-vl,tiny-internvl3.5"
+    )
+    parser.add_argument("--problems-per-step", type=int, default=2)
+    a = parser.parse_args()
+    models = tuple(a.models.split(","))
+    run_worker(
+        a.out,
+        a.deepspeed,
+        max_steps=a.max_steps,
+        save_every=a.save_every,
+        resume=a.resume,
+        models=models,
+        problems_per_step=a.problems_per_step,
+    )

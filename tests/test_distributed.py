@@ -9,9 +9,11 @@ per-tensor norm), and the step-2 IS statistics inherit that 1e-8 weight differen
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -66,6 +68,46 @@ def _records(run: Path, agent: str) -> list[dict]:
     return [json.loads(line) for line in (run / "agents" / agent / "metrics.jsonl").read_text().splitlines()]
 
 
+def _launch(out: Path, *args: str, env: dict, timeout: float = 150, nproc: int = 2) -> float:
+    """``torchrun`` of dist_worker.py; returns seconds.
+
+    A hang fails the test: on timeout the launcher's whole process group (its own session: torchrun and its
+    workers, nothing else) gets SIGTERM — each worker then prints its stack (faulthandler) — then SIGKILL.
+    """
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--nnodes=1",
+           f"--master_port={_free_port()}", str(TESTS / "dist_worker.py"), str(out), *args]  # fmt: skip
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            stdout, stderr = proc.communicate(timeout=15)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"{nproc}-process run hung for {timeout} s:\n{stderr[-8000:]}")
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-5000:]
+    return time.perf_counter() - t0
+
+
+def _assert_metrics_match(got: list[dict], want: list[dict], agent: str) -> None:
+    """Reward/label/length metrics exactly equal; update metrics to float rounding (DeepSpeed's flat grad norm)."""
+    assert [r["step"] for r in got] == [r["step"] for r in want]
+    for g, w in zip(got, want):
+        assert g.keys() == w.keys()
+        for key, value in w.items():
+            if key.startswith("time/") or value is None:
+                continue
+            if key.startswith(EXACT):
+                assert g[key] == value, (agent, g["step"], key)
+            else:
+                assert math.isclose(g[key], value, rel_tol=1e-4, abs_tol=1e-6), (agent, g["step"], key)
+
+
 @pytest.mark.distributed
 def test_two_process_zero2_cohort_matches_the_single_process_run(tmp_path):
     from dist_worker import run_worker
@@ -75,12 +117,7 @@ def test_two_process_zero2_cohort_matches_the_single_process_run(tmp_path):
     dist_out.mkdir()
     single_out.mkdir()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}  # cold cache
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--nnodes=1",
-           f"--master_port={_free_port()}", str(TESTS / "dist_worker.py"), str(dist_out)]  # fmt: skip
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    seconds = time.perf_counter() - t0
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    seconds = _launch(dist_out, env=env, timeout=300)
     assert seconds < 180, f"the 2-process run took {seconds:.0f} s"
     assert not list((tmp_path / "ext").glob("**/*.so"))  # no DeepSpeed op was compiled (shm_comm skipped)
     reference = {r["agent"]: r for r in run_worker(single_out)}
@@ -111,18 +148,93 @@ def test_two_process_zero2_cohort_matches_the_single_process_run(tmp_path):
         got, want = _records(dist_out / "run", agent), _records(single_out / "run", agent)
         assert [r["step"] for r in got] == [0, 1]
         assert sum(r["trained_rows"] for r in got) > 0
-        for g, w in zip(got, want):
-            assert g.keys() == w.keys()
-            for key, value in w.items():
-                if key.startswith("time/") or value is None:
-                    continue
-                if key.startswith(EXACT):
-                    assert g[key] == value, (agent, g["step"], key)
-                else:
-                    assert math.isclose(g[key], value, rel_tol=1e-4, abs_tol=1e-6), (agent, g["step"], key)
+        _assert_metrics_match(got, want, agent)
         a = load_file(str(dist_out / "run" / "checkpoints" / "step-000002" / agent / "model.safetensors"))
         b = load_file(str(single_out / "run" / "checkpoints" / "step-000002" / agent / "model.safetensors"))
         assert a.keys() == b.keys() and max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-5
     ckpt = dist_out / "run" / "checkpoints" / "step-000002"
     assert json.loads((ckpt / "meta.json").read_text())["world_size"] == 2
     assert (ckpt / "rng" / "rank-1.pt").exists() and (ckpt / "llama" / "deepspeed" / "state").is_dir()
+
+
+@pytest.mark.distributed
+def test_two_process_zero3_cohort_trains_saves_and_resumes_like_the_single_process_run(tmp_path):
+    """ZeRO-3, two families on two ranks: no hang, labels/rewards as in one process, exact resume.
+
+    Two launches: 2 steps (checkpoint at step 2), then ``--resume`` to step 3; the reference is one plain process
+    running 3 steps and saving at 2 and 3. What this guards: ZeRO-3's trace check scoped to the agent's group
+    (over WORLD it fails at the first generation: the ranks run different architectures), generation and
+    ``save_pretrained`` on gathered weights (labels equal the reference; the HF folders hold whole tensors),
+    gradient accumulation over micro-batches through the engine (llama trains 8 rows in 2 micro-batches; a
+    bypassed engine overwrote the first one's gradient), and ZeRO-3 partitions reloaded on resume.
+    """
+    from dist_worker import run_worker
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    dist_out, single_out = tmp_path / "dist", tmp_path / "single"
+    dist_out.mkdir()
+    single_out.mkdir()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    zero3 = str(TESTS.parent / "configs" / "deepspeed" / "zero3.json")
+    seconds = _launch(dist_out, "--deepspeed", zero3, "--max-steps", "2", env=env)
+    seconds += _launch(dist_out, "--deepspeed", zero3, "--max-steps", "3", "--resume", env=env)
+    assert seconds < 90, f"the two ZeRO-3 launches took {seconds:.0f} s"
+    reference = {r["agent"]: r for r in run_worker(single_out, max_steps=3, save_every=2)}
+
+    for rank, agent in ((0, "qwen"), (1, "llama")):
+        first = json.loads((dist_out / f"rank-{rank}.json").read_text())
+        resumed = json.loads((dist_out / f"rank-{rank}-resumed.json").read_text())
+        assert [r["agent"] for r in first] == [r["agent"] for r in resumed] == [agent]
+        first, resumed = first[0], resumed[0]
+        assert first["deepspeed"] and first["group_ranks"] == [rank]
+        # both agents trained (whole parameters compared, gathered from their ZeRO-3 partitions)
+        assert first["changed_tensors"] > first["tensors"] // 2, first
+        steps = first["steps"] + resumed["steps"]
+        assert [len(first["steps"]), len(resumed["steps"])] == [2, 1]
+        for step, ref in zip(steps, reference[agent]["steps"], strict=True):
+            assert step["answer_ids"] == ref["answer_ids"]
+            assert step["labels"] == ref["labels"]
+        got, want = _records(dist_out / "run", agent), _records(single_out / "run", agent)
+        assert [r["step"] for r in got] == [0, 1, 2]
+        assert sum(r["trained_rows"] for r in got) > 0
+        _assert_metrics_match(got, want, agent)  # rewards included; step 2 ran after the resume
+        for name in ("step-000002", "step-000003"):
+            folder = dist_out / "run" / "checkpoints" / name / agent
+            assert (folder / "deepspeed" / "state").is_dir()
+            a = load_file(str(folder / "model.safetensors"))
+            b = load_file(str(single_out / "run" / "checkpoints" / name / agent / "model.safetensors"))
+            assert a.keys() == b.keys() and all(a[k].shape == b[k].shape for k in a)  # whole, not partitions
+            assert max(float((a[k] - b[k]).abs().max()) for k in a) < 5e-5, (agent, name)
+        model = AutoModelForCausalLM.from_pretrained(folder)
+        loaded = dict(model.named_parameters())
+        assert loaded.keys() == a.keys() and all(torch.equal(loaded[k], a[k]) for k in a)
+    assert any(
+        label is not None
+        for step in reference["qwen"]["steps"]
+        for lab in step["labels"].values()
+        for label in lab.values()
+    )
+
+
+@pytest.mark.distributed
+def test_zero3_with_two_ranks_per_agent_and_uneven_shares_does_not_hang(tmp_path):
+    """4 processes, 2 per agent, 3 problems a step: one group member generates and scores 2 problems, the other 1.
+
+    ZeRO-3 runs collectives inside forward passes (parameter fetches, its trace check); generation and scoring run
+    a data-dependent number of forwards per rank, so unless they run on gathered weights with ZeRO-3's hooks and
+    step bookkeeping paused (``Agent.inference_weights``), the group's ranks wait on each other forever.
+    """
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    zero3 = str(TESTS.parent / "configs" / "deepspeed" / "zero3.json")
+    _launch(tmp_path, "--deepspeed", zero3, "--problems-per-step", "3", env=env, nproc=4, timeout=120)
+    records = [json.loads((tmp_path / f"rank-{r}.json").read_text())[0] for r in range(4)]
+    assert [(r["agent"], r["group_ranks"]) for r in records] == [
+        ("qwen", [0, 1]), ("qwen", [0, 1]), ("llama", [2, 3]), ("llama", [2, 3])
+    ]  # fmt: skip
+    for rec in records:
+        assert rec["changed_tensors"] > rec["tensors"] // 2, rec
+        assert [len(a) for a in rec["steps"][0]["answer_ids"].values()] == [3, 3]
+        assert rec["steps"] == records[0]["steps"]  # every rank: same ids, same answers' ids, same labels
+    for agent in ("qwen", "llama"):
+        assert sum(r["trained_rows"] for r in _records(tmp_path / "run", agent)) > 0
