@@ -10,10 +10,11 @@ An experiment YAML has three sections::
     cohort:       a normal cohort config (corl_vl.config); agents' ``model`` names the *base* preset
     heldout:      per_skill, seed, max_new_tokens, every (evaluate every N steps; 0 → before/after only)
 
-The cohort trains on the text rendering of the synthetic problems (the picture described in words): measured on
-this CPU, tiny random VLMs learn the answer *format* from pixels in minutes but not the content (held-out
-accuracy stays at chance), so pixels alone would leave nothing for Co-RL to exchange. Images are left out to
-keep rollouts cheap; the models are still the VLM architectures with their own chat formats.
+``warm_start.text_view`` decides, for the warm start, the RL problems and the held-out set alike, whether the
+problems are pictures or their text rendering (the picture described in words). The shipped experiment uses
+text: measured on this CPU (benchmarks/science/README.md), the 2-layer random VLMs learn ``shape_color`` from
+pixels in 150 steps (1.00) but not ``shape_sides`` (≈ chance after 400 steps), and the experiment needs both
+skills learned. The models are still the VLM architectures with their own chat formats.
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ class Experiment:
     @property
     def skills(self) -> list[str]:
         return [s for group in self.skill_sets for s in group]
+
+    @property
+    def text_view(self) -> bool:
+        """Whether problems are shown as text (the picture in words) rather than as pictures — one choice for
+        the warm start, the RL problems and the held-out set alike."""
+        return bool(self.warm_start.get("text_view", True))
 
 
 def load_experiment(path: str | Path) -> Experiment:
@@ -102,21 +109,22 @@ def cohort_config(
     return apply_overrides(cfg, list(overrides))
 
 
-def train_problems(cfg: CohortConfig, skills: Sequence[str]) -> list[Problem]:
-    """The label-hidden training problems (text rendering) every agent is asked about, by id."""
+def train_problems(cfg: CohortConfig, skills: Sequence[str], *, text_view: bool = True) -> list[Problem]:
+    """The label-hidden training problems every agent is asked about, by id (pictures, or their text
+    rendering when ``text_view``)."""
     from corl_vl.data.synth import generate_problems, to_text_problem
 
     if cfg.data.train != "synthetic":
         raise CorlError("the toy experiment trains on synthetic problems (data.train: synthetic)")
     n = cfg.data.limit or 256
-    return [
-        to_text_problem(p) for p in generate_problems(n, seed=cfg.data.seed, split="train", skills=skills)
-    ]
+    problems = generate_problems(n, seed=cfg.data.seed, split="train", skills=skills)
+    return [to_text_problem(p) for p in problems] if text_view else problems
 
 
 def heldout_set(exp: Experiment, per_skill: int | None = None) -> list[Problem]:
     h = exp.heldout
-    return heldout_problems(per_skill or int(h.get("per_skill", 64)), exp.skills, seed=int(h.get("seed", 0)))
+    n = per_skill or int(h.get("per_skill", 64))
+    return heldout_problems(n, exp.skills, seed=int(h.get("seed", 0)), text_view=exp.text_view)
 
 
 def build_cohort(cfg: CohortConfig, problems: Sequence[Problem], device: str = "cpu") -> Any:

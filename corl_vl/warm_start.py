@@ -6,6 +6,13 @@ models are right on nothing, so peer votes are noise and nothing can be shown. A
 agent accuracies strictly between 0 and 1 that differ by skill: agent A good on S1 and weak on S2, B the
 reverse. That is the complementary setting the theory predicts Co-RL can exploit and self-reward cannot.
 
+Weak skills can also be given *systematic* errors (``weak_error_rate``): that share of a weak skill's labels
+is replaced by the skill's consistent wrong answer (:attr:`Skill.mistake`, e.g. one side too many, the next
+colour of the palette). The agent then learns a self-consistent wrong rule whose answer is its plurality on
+that skill — the correlated errors that self-reward (TTRL) reinforces and a peer with decoupled errors can
+correct. Sparse labels alone (``weak_fraction``) give *random* errors, which leave a peer nothing to fix that
+the agent's own majority would not: the first toy attempt measured exactly that (benchmarks/science/README.md).
+
 The loss is ``−mean`` of the target completion's token logprobs (token mean over the batch), computed through
 the adapter (:meth:`ModelAdapter.completion_logprobs`), so any family the trainer drives can be warm-started
 with the very prompt format it is later trained and evaluated with. Targets are short (``\\boxed{7}`` by
@@ -36,7 +43,7 @@ from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.paths import cache_dir
 
-VERSION = 1  # bump when the recipe below changes: cached folders are keyed by it
+VERSION = 2  # bump when the recipe below changes: cached folders are keyed by it
 DONE = "warm_start.json"  # written last inside the folder: its presence marks a complete build
 
 
@@ -50,6 +57,8 @@ class WarmStartSpec:
         weak_skills: skills labelled sparsely (``weak_fraction × labels_per_skill`` each) — the agent ends up
             weak but not at zero on them, so per-skill accuracies lie strictly inside (0, 1).
         weak_fraction: share of labels a weak skill gets relative to a strong one.
+        weak_error_rate: share of a weak skill's labels replaced by the skill's systematic wrong answer (seeded
+            per problem); needs skills with a ``mistake`` rule (``shape_color``, ``shape_sides``).
         labels_per_skill: labelled problems per strong skill (the synthetic ``train`` split).
         text_view: train on the problems' text rendering (the picture described in words) instead of pixels.
         steps, batch_size, lr: the optimisation (AdamW, linear warm-up 10 %, cosine to 0, grad clip 1).
@@ -63,6 +72,7 @@ class WarmStartSpec:
     strong_skills: tuple[str, ...]
     weak_skills: tuple[str, ...] = ()
     weak_fraction: float = 0.1
+    weak_error_rate: float = 0.0
     labels_per_skill: int = 1024
     text_view: bool = True
     steps: int = 300
@@ -82,16 +92,21 @@ class WarmStartSpec:
 
 
 def labelled_pool(spec: WarmStartSpec) -> list[Problem]:
-    """The labelled problems of ``spec``: every strong-skill problem, a seeded subset of each weak skill."""
-    from corl_vl.data.synth import generate_problems, to_text_problem
+    """The labelled problems of ``spec``: every strong-skill problem, a seeded subset of each weak skill, a
+    seeded ``weak_error_rate`` share of the weak skills' labels replaced by their systematic wrong answer
+    (marked ``meta["label"] = "mistake"``; the others ``"gold"``)."""
+    from corl_vl.data.synth import generate_problems, get_skill, to_text_problem
 
     overlap = set(spec.strong_skills) & set(spec.weak_skills)
     if overlap:
         raise CorlError(f"warm start: skill(s) {sorted(overlap)} are both strong and weak")
     if not 0.0 <= spec.weak_fraction <= 1.0:
         raise CorlError(f"warm start: weak_fraction must be in [0, 1], got {spec.weak_fraction}")
+    if not 0.0 <= spec.weak_error_rate <= 1.0:
+        raise CorlError(f"warm start: weak_error_rate must be in [0, 1], got {spec.weak_error_rate}")
     pool: list[Problem] = []
     rng = random.Random(f"corl-vl-warm-start:{spec.seed}")
+    flip = random.Random(f"corl-vl-warm-start-mistakes:{spec.seed}")
     for skill in (*spec.strong_skills, *spec.weak_skills):
         n = spec.labels_per_skill
         if skill in spec.weak_skills:
@@ -99,7 +114,20 @@ def labelled_pool(spec: WarmStartSpec) -> list[Problem]:
         if n == 0:
             continue
         problems = generate_problems(n, seed=spec.data_seed, split="train", skills=[skill])
-        pool += [to_text_problem(p) for p in problems] if spec.text_view else problems
+        mistake = get_skill(skill).mistake
+        if skill in spec.weak_skills and spec.weak_error_rate > 0 and mistake is None:
+            raise CorlError(
+                f"warm start: skill {skill!r} has no systematic mistake rule (weak_error_rate > 0)"
+            )
+        for p in problems:
+            wrong = skill in spec.weak_skills and flip.random() < spec.weak_error_rate
+            answer = mistake(p.meta["params"]) if wrong and mistake is not None else p.answer
+            q = to_text_problem(p) if spec.text_view else p
+            pool.append(
+                dataclasses.replace(
+                    q, answer=answer, meta={**q.meta, "label": "mistake" if wrong else "gold"}
+                )
+            )
     rng.shuffle(pool)
     return pool
 
@@ -172,12 +200,16 @@ def train_warm_start(
                     print(f"  warm start {spec.key()}: step {step + 1}/{spec.steps} loss {losses[-1]:.3f}")
     model.eval()
     counts: dict[str, int] = {}
+    mistakes: dict[str, int] = {}
     for p in pool:
         counts[p.meta["skill"]] = counts.get(p.meta["skill"], 0) + 1
+        if p.meta.get("label") == "mistake":
+            mistakes[p.meta["skill"]] = mistakes.get(p.meta["skill"], 0) + 1
     record = {
         "spec": dataclasses.asdict(spec),
         "key": spec.key(),
         "labels_per_skill": counts,
+        "mistaken_labels": mistakes,
         "losses": losses,
         "first_loss": losses[0],
         "last_loss": losses[-1],

@@ -1,8 +1,11 @@
-"""``corl-vl demo --fast``: the main job's whole path (warm start → before → Co-RL → after) on a smoke budget."""
+"""``corl-vl demo --fast``: the main job's whole path (warm start → before → Co-RL → after) on a smoke budget,
+and the demo and the toy benchmark sharing one warm-start recipe (so they share cached bases)."""
 
 from __future__ import annotations
 
 import json
+
+import yaml
 
 from corl_vl.cli import main
 
@@ -15,9 +18,27 @@ def test_demo_fast_runs_end_to_end(tmp_path, capsys):
     assert set(record["before"]) == set(record["after"]) == {"qwen", "internvl"}
     for when in ("before", "after"):
         for result in record[when].values():
-            assert set(result["per_skill"]) == {"read_chart", "count_shapes"}
+            assert set(result["per_skill"]) == {"shape_color", "shape_sides"}
             assert 0.0 <= result["overall"] <= 1.0 and result["n"] == 16
     assert record["steps"] == 1
     assert (out / "plots" / "heldout_before_after.png").stat().st_size > 0
     assert (out / "agents" / "qwen" / "metrics.jsonl").read_text().count("\n") == 1  # one Co-RL step logged
-    assert "read_chart (strong)" in printed and "count_shapes (weak)" in printed
+    assert str(out / "plots" / "heldout_before_after.png") in printed
+    assert "shape_color (strong)" in printed and "shape_sides (weak)" in printed
+    # even the smoke warm start makes each agent better on its strong skill than on its weak one
+    before = record["before"]
+    assert before["qwen"]["per_skill"]["shape_color"] > before["qwen"]["per_skill"]["shape_sides"], before
+    assert before["internvl"]["per_skill"]["shape_sides"] > before["internvl"]["per_skill"]["shape_color"], (
+        before
+    )
+
+
+def test_demo_and_toy_share_the_warm_start_recipe():
+    from corl_vl.commands.demo import DEFAULT_CONFIG
+    from corl_vl.paths import project_root
+
+    root = project_root()
+    demo = yaml.safe_load((root / DEFAULT_CONFIG).read_text())
+    toy = yaml.safe_load((root / "configs/science/toy.yaml").read_text())
+    assert demo["warm_start"] == toy["warm_start"]
+    assert demo["cohort"]["agents"] == toy["cohort"]["agents"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -256,3 +257,60 @@ def test_cli_writes_a_loadable_dataset(tmp_path: Path, capsys):
     assert main(["data", "synth", "--out", str(out), "--n", "2"]) == 2  # exists, no --overwrite
     assert main(["data", "synth", "--out", str(tmp_path / "x"), "--n", "2", "--skills", "nope"]) == 2
     assert "unknown" in capsys.readouterr().err
+
+
+# --- the extra single-shape skills (selected by name; not in the default set) ---------------------------
+
+SHAPE_PALETTE = {"red": (220, 40, 40), "orange": (240, 140, 20), "yellow": (230, 210, 30),
+                 "green": (30, 150, 60), "blue": (40, 90, 220), "purple": (140, 60, 180)}  # fmt: skip
+ALL_SIDE_NAMES = {3: "triangle", 4: "square", 5: "pentagon", 6: "hexagon", 7: "heptagon", 8: "octagon"}
+
+
+@pytest.fixture(scope="module")
+def shapes():
+    return generate_problems(60, seed=3, skills=["shape_color", "shape_sides"])
+
+
+def test_extra_skills_are_opt_in_and_answers_recompute(shapes):
+    assert {p.meta["skill"] for p in generate_problems(50, seed=0)} == ALL_SKILLS  # default unchanged
+    assert Counter(p.meta["skill"] for p in shapes) == {"shape_color": 30, "shape_sides": 30}
+    for p in shapes:
+        params = p.meta["params"]
+        expected = params["color"] if p.meta["skill"] == "shape_color" else str(params["sides"])
+        assert p.answer == expected and p.choices is None, p.id
+        assert f"{params['color']} {ALL_SIDE_NAMES[params['sides']]}." in p.meta["text_question"]
+        assert p.meta["text_question"].endswith(p.question)
+    assert {p.answer for p in shapes if p.meta["skill"] == "shape_color"} == set(SHAPE_PALETTE)
+    assert {p.answer for p in shapes if p.meta["skill"] == "shape_sides"} == {str(n) for n in ALL_SIDE_NAMES}
+
+
+def test_shape_picture_follows_params(shapes):
+    """The centre has the shape's colour and the filled area is the regular polygon's (n/2)·r²·sin(2π/n)."""
+    for p in shapes:
+        image, params = p.images[0], p.meta["params"]
+        w, h = image.size
+        assert (
+            image.getpixel((w // 2 + params["dx"], h // 2 + params["dy"])) == SHAPE_PALETTE[params["color"]]
+        )
+        data = image.tobytes()
+        filled = sum(1 for i in range(0, len(data), 3) if data[i : i + 3] != b"\xff\xff\xff")
+        n, r = params["sides"], params["radius"]
+        area = n / 2 * r * r * math.sin(2 * math.pi / n)
+        assert abs(filled - area) < 0.05 * area, (p.id, filled, area)
+
+
+def test_systematic_mistakes_are_consistent_and_wrong(shapes):
+    from corl_vl.data.synth import get_skill
+
+    colors = list(SHAPE_PALETTE)
+    for p in shapes:
+        params, skill = p.meta["params"], p.meta["skill"]
+        wrong = get_skill(skill).mistake(params)
+        if skill == "shape_color":
+            assert wrong == colors[(colors.index(params["color"]) + 1) % 6]
+        else:
+            assert wrong == str(params["sides"] + 1 if params["sides"] < 8 else 3)
+        assert wrong != p.answer
+    assert get_skill("read_chart").mistake is None
+    with pytest.raises(CorlError, match="unknown synthetic skill"):
+        get_skill("juggling")

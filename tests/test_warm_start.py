@@ -1,10 +1,12 @@
 """Supervised warm start on tiny real models: the loss falls, labels steer per-skill accuracy, the cache holds.
 
-Kept small (a text model, a few dozen steps) so it runs in well under a minute on one CPU thread; the science
+Kept small (a text model, 80 steps) so it runs in well under a minute on one CPU thread; the science
 (real levels, real RL) lives in benchmarks/science/.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 import pytest
 
@@ -19,10 +21,6 @@ from corl_vl.warm_start import (
     warm_start_record,
 )
 
-# compare_bars (multiple choice) and read_chart (free form) have disjoint answer sets: a model warm-started only
-# on one of them answers the other in the wrong vocabulary, so "strong" vs "absent" is a sharp, fast contrast.
-SPEC = dict(labels_per_skill=96, steps=40, batch_size=16, lr=2e-3, weak_fraction=0.0, seed=0)
-
 
 def test_pool_respects_label_availability():
     spec = WarmStartSpec(model="tiny-qwen2.5", strong_skills=("read_chart",), weak_skills=("compare_bars",),
@@ -36,22 +34,54 @@ def test_pool_respects_label_availability():
         labelled_pool(WarmStartSpec(model="m", strong_skills=("read_chart",), weak_skills=("read_chart",)))
 
 
-def test_warm_start_lowers_loss_and_steers_skills(tiny_checkpoint):
+def test_pool_replaces_a_share_of_weak_labels_by_the_systematic_mistake():
+    from corl_vl.data.synth import get_skill
+
+    spec = WarmStartSpec(model="m", strong_skills=("shape_sides",), weak_skills=("shape_color",),
+                         labels_per_skill=200, weak_fraction=1.0, weak_error_rate=0.6)  # fmt: skip
+    pool = labelled_pool(spec)
+    for p in pool:
+        gold = (
+            p.meta["params"]["color"] if p.meta["skill"] == "shape_color" else str(p.meta["params"]["sides"])
+        )
+        wrong = get_skill(p.meta["skill"]).mistake(p.meta["params"])
+        assert p.answer == (wrong if p.meta["label"] == "mistake" else gold), p.id
+    mistakes = Counter(p.meta["skill"] for p in pool if p.meta["label"] == "mistake")
+    assert (
+        mistakes["shape_sides"] == 0 and 0.5 < mistakes["shape_color"] / 200 < 0.7
+    )  # strong labels stay gold
+    with pytest.raises(CorlError, match="no systematic mistake rule"):
+        labelled_pool(WarmStartSpec(model="m", strong_skills=("shape_color",), weak_skills=("read_chart",),
+                                    labels_per_skill=4, weak_error_rate=0.5))  # fmt: skip
+
+
+def test_complementary_specs_swap_strong_and_weak():
+    a, b = complementary_specs(["m0", "m1"], [["shape_color"], ["shape_sides"]], weak_error_rate=0.6)
+    assert (a.model, a.strong_skills, a.weak_skills) == ("m0", ("shape_color",), ("shape_sides",))
+    assert (b.model, b.strong_skills, b.weak_skills) == ("m1", ("shape_sides",), ("shape_color",))
+    assert a.weak_error_rate == b.weak_error_rate == 0.6 and a.key() != b.key()
+    with pytest.raises(CorlError, match="2 models but 1 skill sets"):
+        complementary_specs(["m0", "m1"], [["shape_color"]])
+
+
+def test_warm_start_learns_the_strong_skill_and_the_systematic_mistake(tiny_checkpoint):
+    """Weak-skill labels that mostly follow the skill's mistake rule make that mistake the model's answer there
+    (never the right one), while the strong skill is learned: the warm start moves each skill the intended way."""
+    from corl_vl.data.synth import get_skill
+
     base = str(tiny_checkpoint("tiny-qwen2.5"))
-    a, b = complementary_specs([base, base], [["compare_bars"], ["read_chart"]], **SPEC)
-    assert a.strong_skills == ("compare_bars",) and a.weak_skills == ("read_chart",)
-    assert a.key() != b.key()
-    test = heldout_problems(12, ["compare_bars", "read_chart"], seed=0)
-    results = {}
-    for spec in (a, b):
-        adapter, model, record = train_warm_start(spec)
-        assert record["last_loss"] < 0.5 * record["first_loss"], record["losses"]
-        results[spec.strong_skills[0]] = evaluate(adapter, model, test, max_new_tokens=8)
-    bars_a, chart_a = (results["compare_bars"].per_skill[s] for s in ("compare_bars", "read_chart"))
-    bars_b, chart_b = (results["read_chart"].per_skill[s] for s in ("compare_bars", "read_chart"))
-    # each model answers its own skill better than the model that never saw labels for it
-    assert bars_a > bars_b and chart_b > chart_a, (results["compare_bars"], results["read_chart"])
-    assert results["compare_bars"].parsed > 0.9  # it learned the \boxed{} format
+    spec = WarmStartSpec(model=base, strong_skills=("shape_sides",), weak_skills=("shape_color",),
+                         labels_per_skill=96, weak_fraction=1.0, weak_error_rate=0.8, steps=80, lr=2e-3)  # fmt: skip
+    adapter, model, record = train_warm_start(spec)
+    assert record["last_loss"] < 0.2 * record["first_loss"], record["losses"]
+    assert record["mistaken_labels"]["shape_color"] > 60 and "shape_sides" not in record["mistaken_labels"]
+    test = heldout_problems(24, ["shape_sides", "shape_color"], seed=0)
+    result = evaluate(adapter, model, test, max_new_tokens=8)
+    assert result.parsed > 0.9  # it learned the \boxed{} format
+    colors = [p for p in test if p.meta["skill"] == "shape_color"]
+    wrong = sum(result.answers[p.id] == get_skill("shape_color").mistake(p.meta["params"]) for p in colors)
+    assert wrong / len(colors) > max(0.3, result.per_skill["shape_color"]), (wrong, result.per_skill)
+    assert result.per_skill["shape_sides"] > 0.6 > result.per_skill["shape_color"], result.per_skill
 
 
 def test_cache_is_built_once(tmp_path, monkeypatch, tiny_checkpoint):

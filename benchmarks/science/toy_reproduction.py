@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         for method in args.methods:
             overrides = [f"train.max_steps={args.steps}"] if args.steps else []
             cfg = cohort_config(exp, bases, reward=method, seed=seed, overrides=overrides)
-            cohort = build_cohort(cfg, train_problems(cfg, exp.skills))
+            cohort = build_cohort(cfg, train_problems(cfg, exp.skills, text_view=exp.text_view))
             rec = run_with_heldout(
                 cohort, heldout, steps=cfg.train.max_steps, every=int(h.get("every", 0)),
                 max_new_tokens=int(h.get("max_new_tokens", 10)),

@@ -2,9 +2,11 @@
 
 Why not just ``corl-vl train --config configs/demo.yaml``: random tiny models are right on nothing, so their peer
 votes are noise and a newcomer would see noise. The demo first warm-starts the two tiny models of different
-families on *labelled* synthetic problems with complementary skills (agent 0 strong on S1, weak on S2; agent 1
-the reverse; built once, then cached), measures each agent's held-out accuracy per skill BEFORE, trains them
-label-free with Co-RL (peer rewards) through the normal cohort trainer, and measures AFTER.
+families on *labelled* synthetic problems with complementary skills (built once, then cached): agent 0 right on
+S1 and *systematically* wrong on S2 (most of its S2 labels follow a consistent wrong rule), agent 1 the reverse
+— the self-consistent errors self-reward would reinforce. It measures each agent's held-out accuracy per skill
+BEFORE, trains them label-free with Co-RL (peer rewards) through the normal cohort trainer, and measures AFTER.
+The full comparison with TTRL and GT reward over seeds is benchmarks/science/ (same bases, same problems).
 
     corl-vl demo                          # configs/science/demo_warm.yaml → runs/demo
     corl-vl demo --max-steps 4 --fast     # smaller everything: a smoke run
@@ -41,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-FAST_WARM_START = {"labels_per_skill": 64, "steps": 20}
+FAST_WARM_START = {"labels_per_skill": 128, "steps": 60}
 FAST_HELDOUT = 8
 FAST_STEPS = 2
 
@@ -101,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     heldout = heldout_set(exp, FAST_HELDOUT if args.fast else None)
     max_new = int(exp.heldout.get("max_new_tokens", 10))
     torch.manual_seed(cfg.train.seed)
-    cohort = build_cohort(cfg, train_problems(cfg, exp.skills))
+    cohort = build_cohort(cfg, train_problems(cfg, exp.skills, text_view=exp.text_view))
     print(f"2/4 held-out accuracy BEFORE ({len(heldout)} test problems, greedy) …")
     before = evaluate_cohort(cohort, heldout, max_new)
     print(
@@ -124,8 +126,11 @@ def run(args: argparse.Namespace) -> int:
     plot_before_after(record, [a.name for a in cfg.agents], out / "plots" / "heldout_before_after.png")
     print()
     print(table)
+    plots = out / "plots"
+    print(f"before/after bars: {plots / 'heldout_before_after.png'}")
     print(
-        f"curves: {out / 'plots'}  (peer/agreement, label/accuracy, reward/mean …, heldout_before_after.png)"
+        f"training curves:   {plots / 'label_accuracy.png'} (peer pseudo-label accuracy), "
+        f"{plots / 'peer_agreement.png'}, {plots / 'reward_mean.png'} … (all in {plots})"
     )
     print(f"total {record['seconds']:.0f} s; run folder: {out}")
     if args.fast:

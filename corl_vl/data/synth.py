@@ -24,7 +24,7 @@ from PIL import Image
 
 from corl_vl.data.images import lazy_image
 from corl_vl.data.problem import Problem
-from corl_vl.data.synth_skills import SIZE, SKILLS, Params
+from corl_vl.data.synth_skills import EXTRA_SKILLS, SIZE, SKILLS, Params, Skill
 from corl_vl.errors import CorlError
 from corl_vl.io import atomic_dir
 
@@ -33,10 +33,12 @@ _TEST_SHARE = 4  # one hash bucket in four belongs to test
 _MAX_DRAWS = 10_000
 
 __all__ = [
+    "EXTRA_SKILLS",
     "SIZE",
     "SKILLS",
     "SPLITS",
     "generate_problems",
+    "get_skill",
     "problem_split",
     "skill_summary",
     "to_text_problem",
@@ -54,13 +56,20 @@ def problem_split(skill: str, params: Params) -> str:
     return "test" if int.from_bytes(digest[:8], "big") % _TEST_SHARE == 0 else "train"
 
 
+def get_skill(name: str) -> Skill:
+    """A default skill (``SKILLS``) or an extra one (``EXTRA_SKILLS``), looked up by name."""
+    skill = SKILLS.get(name) or EXTRA_SKILLS.get(name)
+    if skill is None:
+        raise CorlError(f"unknown synthetic skill {name!r}; available: {', '.join([*SKILLS, *EXTRA_SKILLS])}")
+    return skill
+
+
 def _check_skills(skills: Sequence[str] | None) -> list[str]:
     names = list(SKILLS) if skills is None else list(skills)
-    unknown = [name for name in names if name not in SKILLS]
+    unknown = [name for name in names if name not in SKILLS and name not in EXTRA_SKILLS]
     if unknown or not names:
-        raise CorlError(
-            f"unknown synthetic skill(s) {unknown or '(none given)'}; available: {', '.join(SKILLS)}"
-        )
+        available = ", ".join([*SKILLS, *EXTRA_SKILLS])
+        raise CorlError(f"unknown synthetic skill(s) {unknown or '(none given)'}; available: {available}")
     return names
 
 
@@ -74,7 +83,10 @@ def _as_png(image: Image.Image) -> Image.Image:
 def generate_problems(
     n: int, *, seed: int, split: str = "train", skills: Sequence[str] | None = None
 ) -> list[Problem]:
-    """``n`` problems of ``split``, cycling through ``skills`` (all by default) so each gets an equal share.
+    """``n`` problems of ``split``, cycling through ``skills`` so each gets an equal share.
+
+    ``skills=None`` means the five default skills (``SKILLS``); the extra ones (``EXTRA_SKILLS``:
+    ``shape_color``, ``shape_sides``) must be named, so default datasets stay what they always were.
 
     Problem ``i`` is drawn from its own RNG seeded by ``(seed, split, i)``, so records are reproducible one
     by one and ``generate_problems(10, ...)`` is a prefix of ``generate_problems(20, ...)``.
@@ -86,7 +98,7 @@ def generate_problems(
     names = _check_skills(skills)
     problems = []
     for i in range(n):
-        skill = SKILLS[names[i % len(names)]]
+        skill = get_skill(names[i % len(names)])
         rng = random.Random(f"corl-vl-synth:{seed}:{split}:{i}")
         for _ in range(_MAX_DRAWS):
             params = skill.sample(rng)
@@ -202,7 +214,7 @@ def skill_summary(splits: Mapping[str, Sequence[Problem]]) -> str:
     counts = {split: Counter(p.meta.get("skill") for p in problems) for split, problems in splits.items()}
     header = ["skill", "kind", *splits, "example"]
     rows = []
-    for name, skill in SKILLS.items():
+    for name, skill in {**SKILLS, **EXTRA_SKILLS}.items():
         if not any(counts[split][name] for split in splits):
             continue
         example = next(

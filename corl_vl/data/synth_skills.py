@@ -56,6 +56,9 @@ class Skill:
     multiple_choice: bool
     sample: Callable[[random.Random], Params]
     render: Callable[[Params], Rendered]
+    # A plausible, *consistent* wrong answer for the given parameters (None: the skill has none). Warm starts
+    # use it to give an agent systematic, self-consistent errors — the kind self-reward amplifies.
+    mistake: Callable[[Params], str] | None = None
 
 
 @cache
@@ -255,6 +258,66 @@ def _render_polygons(params: Params) -> Rendered:
     return Rendered(image, question, text, LETTERS[choices.index(str(total))], choices)
 
 
+# --- one filled polygon: its colour or its number of sides (free form) ----------------------------------
+# Two skills on one picture type, simple enough for a 2-layer random model to learn in a minute or two, from
+# pixels or from words. The picture is small (SHAPE_SIZE, a multiple of 28 and 14) to keep image tokens few.
+
+SHAPE_SIZE = 112
+SHAPE_COLORS: dict[str, tuple[int, int, int]] = {
+    "red": (220, 40, 40),
+    "orange": (240, 140, 20),
+    "yellow": (230, 210, 30),
+    "green": (30, 150, 60),
+    "blue": (40, 90, 220),
+    "purple": (140, 60, 180),
+}
+SIDE_NAMES = {3: "triangle", 4: "square", 5: "pentagon", 6: "hexagon", 7: "heptagon", 8: "octagon"}
+
+
+def _sample_shape(rng: random.Random) -> Params:
+    return {
+        "color": rng.choice(list(SHAPE_COLORS)),
+        "sides": rng.choice(sorted(SIDE_NAMES)),
+        "rotation": rng.randrange(0, 360, 5),
+        "radius": rng.randint(36, 50),
+        "dx": rng.randint(-4, 4),
+        "dy": rng.randint(-4, 4),
+    }
+
+
+def _shape_picture(params: Params) -> tuple[Image.Image, str]:
+    image = Image.new("RGB", (SHAPE_SIZE, SHAPE_SIZE), WHITE)
+    center = (SHAPE_SIZE / 2 + params["dx"], SHAPE_SIZE / 2 + params["dy"])
+    ImageDraw.Draw(image).regular_polygon(
+        (center, params["radius"]), params["sides"], rotation=params["rotation"],
+        fill=SHAPE_COLORS[params["color"]],
+    )  # fmt: skip
+    return image, f"A picture shows {_a(params['color'] + ' ' + SIDE_NAMES[params['sides']])}."
+
+
+def _render_shape_color(params: Params) -> Rendered:
+    image, seen = _shape_picture(params)
+    question = "What color is the shape?"
+    return Rendered(image, question, f"{seen} {question}", params["color"], None)
+
+
+def _render_shape_sides(params: Params) -> Rendered:
+    image, seen = _shape_picture(params)
+    question = "How many sides does the shape have?"
+    return Rendered(image, question, f"{seen} {question}", str(params["sides"]), None)
+
+
+def _mistake_color(params: Params) -> str:
+    """The next colour of the palette (red→orange→…→purple→red): a fixed colour permutation."""
+    names = list(SHAPE_COLORS)
+    return names[(names.index(params["color"]) + 1) % len(names)]
+
+
+def _mistake_sides(params: Params) -> str:
+    """One side too many (octagon → 3): a fixed miscount."""
+    return str(3 + (params["sides"] - 2) % len(SIDE_NAMES))
+
+
 SKILLS: dict[str, Skill] = {
     skill.name: skill
     for skill in (
@@ -263,5 +326,15 @@ SKILLS: dict[str, Skill] = {
         Skill("compare_bars", True, _sample_bars, _render_bars),
         Skill("read_chart", False, _sample_chart, _render_chart),
         Skill("polygon_sides", True, _sample_polygons, _render_polygons),
+    )
+}
+
+# Skills outside the default set: ``generate_problems(skills=None)`` keeps producing the original five (so
+# datasets and demos built before these existed are unchanged); select these by name.
+EXTRA_SKILLS: dict[str, Skill] = {
+    skill.name: skill
+    for skill in (
+        Skill("shape_color", False, _sample_shape, _render_shape_color, _mistake_color),
+        Skill("shape_sides", False, _sample_shape, _render_shape_sides, _mistake_sides),
     )
 }
