@@ -11,7 +11,7 @@ import pytest
 
 from corl_vl.answers import equivalent, grade, grade_record, mathverify_pool
 from corl_vl.answers.mathverify_pool import MathVerifyPool
-from corl_vl.answers.normalize import fast_equal
+from corl_vl.answers.structures import fast_equal
 
 FAST = [
     # (gold, pred, expected) — all decided without math-verify (checked below)

@@ -85,7 +85,7 @@ def mathvista_cases(path: Path, limit: int) -> list[dict]:
 
 def _clear_all_caches() -> None:
     from corl_vl.answers import clear_cache
-    from corl_vl.answers.normalize import clear_caches
+    from corl_vl.answers.structures import clear_caches
 
     clear_cache()
     clear_caches()

@@ -25,8 +25,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from corl_vl.answers import mathverify_pool
-from corl_vl.answers.normalize import canonical, fast_equal, parse_number
+from corl_vl.answers.normalize import canonical, parse_number
 from corl_vl.answers.options import Options, letter_of, parse_options
+from corl_vl.answers.structures import fast_equal
 
 DEFAULT_TIMEOUT_S = 5.0
 #: Longest answer handed to math-verify; longer ones are only compared as strings.
