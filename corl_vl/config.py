@@ -43,7 +43,7 @@ class AgentConfig:
 
 @dataclass
 class TopologyConfig:
-    """Who supervises whom (see :mod:`corl_vl.topology`)."""
+    """Who supervises whom (see :mod:`corl_vl.rewards.topology`)."""
 
     kind: str = "mutual"  # mutual (N=2) | ring | all_peers | graph
     edges: dict[str, list[str]] = field(default_factory=dict)  # graph: agent → its supervisors
@@ -115,7 +115,7 @@ class DistributedConfig:
     """Multi-process runs (``torchrun`` / ``accelerate launch``): each agent a DeepSpeed engine on its own ranks.
 
     Only read when the launch has more than one process; a plain process runs every agent in turn with torch
-    optimizers. The ranks are split evenly and contiguously among the agents (see :mod:`corl_vl.distributed`).
+    optimizers. The ranks are split evenly and contiguously among the agents (see :mod:`corl_vl.train.distributed`).
     """
 
     deepspeed: str | None = None  # DeepSpeed JSON (configs/deepspeed/zero2.json | zero3.json); needed if > 1 proc

@@ -103,9 +103,9 @@ def run_worker(
     """Train; returns (and writes) one record per agent this process held."""
     import torch
 
-    from corl_vl.cohort import Cohort
-    from corl_vl.commands.train import train
-    from corl_vl.distributed import launched_world_size
+    from corl_vl.train.cohort import Cohort
+    from corl_vl.cli.train import train
+    from corl_vl.train.distributed import launched_world_size
 
     distributed = launched_world_size() > 1
     state: dict = {"steps": []}

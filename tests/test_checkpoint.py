@@ -9,9 +9,9 @@ import pytest
 import torch
 from test_cohort import CONFIGS, TINY, ForcedTexts
 
-from corl_vl.checkpoint import latest_checkpoint
-from corl_vl.cohort import Cohort
-from corl_vl.commands.train import train
+from corl_vl.train.checkpoint import latest_checkpoint
+from corl_vl.train.cohort import Cohort
+from corl_vl.cli.train import train
 from corl_vl.config import load_config
 from corl_vl.errors import CorlError
 

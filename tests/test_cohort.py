@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from corl_vl.cohort import Cohort, Sampler, agent_view
+from corl_vl.train.cohort import Cohort, Sampler, agent_view
 from corl_vl.config import config_from_dict, load_config
 from corl_vl.data.synth import generate_problems
 from corl_vl.errors import CorlError

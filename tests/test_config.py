@@ -12,7 +12,7 @@ from corl_vl.errors import CorlError
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 YAMLS = sorted(CONFIGS.rglob("*.yaml"))
 # accelerate/ holds launcher configs and science/ experiment files (a cohort section plus warm start and
-# held-out evaluation, loaded and tested by corl_vl.toy); everything else is a cohort config.
+# held-out evaluation, loaded and tested by corl_vl.science.toy); everything else is a cohort config.
 COHORT_YAMLS = [p for p in YAMLS if p.parent.name not in ("accelerate", "science")]
 
 

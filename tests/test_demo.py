@@ -34,7 +34,7 @@ def test_demo_fast_runs_end_to_end(tmp_path, capsys):
 
 
 def test_demo_and_toy_share_the_warm_start_recipe():
-    from corl_vl.commands.demo import DEFAULT_CONFIG
+    from corl_vl.cli.demo import DEFAULT_CONFIG
     from corl_vl.paths import project_root
 
     root = project_root()

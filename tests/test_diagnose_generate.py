@@ -8,7 +8,7 @@ from pathlib import Path
 from corl_vl.answers import grade
 from corl_vl.cli import main
 from corl_vl.data import generate_problems, to_text_problem
-from corl_vl.diagnostics import answers_file_names, cohen_kappa, diagnose
+from corl_vl.science.diagnostics import answers_file_names, cohen_kappa, diagnose
 
 
 def _problems_file(path: Path, n: int) -> list[dict]:

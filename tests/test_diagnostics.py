@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from corl_vl import diagnostics as dg
+from corl_vl.science import diagnostics as dg
 from corl_vl.cli import main
 from corl_vl.errors import CorlError
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from corl_vl.distributed import AgentMPU, deepspeed_engine, place_agents, share
+from corl_vl.train.distributed import AgentMPU, deepspeed_engine, place_agents, share
 from corl_vl.errors import CorlError
 
 TESTS = Path(__file__).resolve().parent

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from corl_vl.errors import CorlError
-from corl_vl.grpo import (
+from corl_vl.train.grpo import (
     LossSpec,
     Normalizer,
     group_advantages,

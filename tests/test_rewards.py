@@ -24,7 +24,7 @@ from corl_vl.rewards import (
     rent_rewards,
     ttrl_rewards,
 )
-from corl_vl.topology import all_peers, ring
+from corl_vl.rewards.topology import all_peers, ring
 
 A0 = {"p1": ["1", "2", "2", None], "p2": ["5", "6", "5", "7"]}
 A1 = {"p1": ["2", "2", "1", None], "p2": ["6", "6", "5", None]}

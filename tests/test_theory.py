@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from corl_vl import theory
+from corl_vl.science import theory
 from corl_vl.cli import main
 from corl_vl.errors import CorlError
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from corl_vl.errors import CorlError
-from corl_vl.topology import all_peers, from_config, from_edges, mutual, ring
+from corl_vl.rewards.topology import all_peers, from_config, from_edges, mutual, ring
 
 
 def sets(t) -> list[tuple[int, ...]]:

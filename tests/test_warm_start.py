@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 
 from corl_vl.errors import CorlError
-from corl_vl.heldout import evaluate, heldout_problems
-from corl_vl.warm_start import (
+from corl_vl.science.heldout import evaluate, heldout_problems
+from corl_vl.science.warm_start import (
     WarmStartSpec,
     complementary_specs,
     ensure_warm_start,

@@ -2,7 +2,7 @@
 
 Why: the cohort owns every agent in one job, so a step costs the sum of its agents' rollout, scoring, update
 and sync; that sum must grow linearly in N (no hidden all-pairs work in the label exchange). The script times
-real :meth:`corl_vl.cohort.Cohort.step` calls through the phase metrics the cohort itself logs
+real :meth:`corl_vl.train.cohort.Cohort.step` calls through the phase metrics the cohort itself logs
 (``time/rollout``, ``time/reward``, ``time/update``, ``time/sync``: totals over the agents), excludes warm-up
 steps (first-call allocations, compilation, caches), and reports the per-agent cost ``(time(N)/N)/time(1)``.
 
@@ -58,7 +58,7 @@ def cohort_config(n: int, engine: str, models: list[str], args: argparse.Namespa
 def measure_one(engine: str, n: int, models: list[str], args: argparse.Namespace) -> dict[str, Any]:
     """Build the cohort, run warm-up + measured steps, return the median phase times of the measured ones
     (the median, because a shared machine adds occasional slow steps that would dominate a mean)."""
-    from corl_vl.cohort import Cohort
+    from corl_vl.train.cohort import Cohort
 
     t0 = time.perf_counter()
     cfg = cohort_config(n, engine, models, args)

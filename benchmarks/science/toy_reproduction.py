@@ -2,9 +2,9 @@
 
 Why: the paper's claim (Thm. 1, §6) — with complementary skills, peer rewards lift both agents where self-reward
 amplifies each agent's own mistakes — must be visible at a scale anyone can run. Both agents start from the
-same cached warm-started bases (:mod:`corl_vl.warm_start`): agent 0 strong on skill set S1, weak on S2, agent 1
+same cached warm-started bases (:mod:`corl_vl.science.warm_start`): agent 0 strong on skill set S1, weak on S2, agent 1
 the reverse. Every method then runs the same steps, problems and seeds through the same cohort loop
-(:class:`corl_vl.cohort.Cohort`), differing only in the reward; TTRL and GT run both agents in one cohort, but
+(:class:`corl_vl.train.cohort.Cohort`), differing only in the reward; TTRL and GT run both agents in one cohort, but
 each agent is rewarded by itself (or the labels) alone, so they never interact.
 
 Outputs (``--output-dir``): ``results.json`` (every eval and step metric), ``table.md`` (held-out accuracy per
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from corl_vl.toy import (
+    from corl_vl.science.toy import (
         build_cohort,
         cohort_config,
         ensure_bases,
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         run_with_heldout,
         train_problems,
     )
-    from corl_vl.warm_start import warm_start_record
+    from corl_vl.science.warm_start import warm_start_record
 
     torch.set_num_threads(1)
     out = Path(args.output_dir)

@@ -7,7 +7,7 @@ Public API::
     results, records = ensemble_scores("mathvista", problems, [responses_a, responses_b], k=4)
 
 ``results`` is ``{"benchmark", "overall", "metrics", "breakdowns", ...}`` with accuracies as fractions.
-The CLI is ``corl-vl eval`` (:mod:`corl_vl.commands.eval`); docs/evaluation.md describes every rule.
+The CLI is ``corl-vl eval`` (:mod:`corl_vl.cli.eval`); docs/evaluation.md describes every rule.
 """
 
 from corl_vl.eval.benchmarks import BENCHMARKS, TEXT_BENCHMARKS, VISION_BENCHMARKS, get_spec

@@ -8,7 +8,7 @@ the same voting, tie policy and id checks.
 from __future__ import annotations
 
 from corl_vl.rewards.peer import Answers, Choices, peer_rewards
-from corl_vl.topology import mutual
+from corl_vl.rewards.topology import mutual
 
 
 def co_rewarding_i_rewards(

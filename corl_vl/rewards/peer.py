@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from corl_vl.answers.equivalence import equivalent
 from corl_vl.answers.voting import Vote, vote
 from corl_vl.errors import CorlError
-from corl_vl.topology import Topology
+from corl_vl.rewards.topology import Topology
 
 Answers = Mapping[str, Sequence[str | None]]
 Choices = Mapping[str, Sequence[str] | None]

@@ -10,7 +10,7 @@ Examples::
         --set distributed.deepspeed=configs/deepspeed/zero2.json     # one process (a ZeRO-2 engine) per agent
 
 A launch with more than one process (``WORLD_SIZE`` > 1) places the agents on disjoint rank groups
-(:mod:`corl_vl.distributed`); one plain process runs every agent in turn, as before.
+(:mod:`corl_vl.train.distributed`); one plain process runs every agent in turn, as before.
 """
 
 from __future__ import annotations
@@ -96,11 +96,11 @@ def train(
 
     import torch
 
-    from corl_vl.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-    from corl_vl.cohort import Cohort
+    from corl_vl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+    from corl_vl.train.cohort import Cohort
     from corl_vl.config import save_config
-    from corl_vl.distributed import launched_world_size, setup
-    from corl_vl.logging import RunLogger, plot_run, truncate_metrics
+    from corl_vl.train.distributed import launched_world_size, setup
+    from corl_vl.train.reporting import RunLogger, plot_run, truncate_metrics
 
     dist = None
     if launched_world_size() > 1:

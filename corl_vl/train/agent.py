@@ -1,7 +1,7 @@
 """One cohort member: its adapter, model, optimizer, schedule, rollout engine and its own view of the data.
 
 Why a class: an agent is the unit Co-RL keeps *decoupled* — it shares no parameters, gradients or optimizer
-state with its peers; the cohort (:mod:`corl_vl.cohort`) only hands it problem ids and advantages. The agent
+state with its peers; the cohort (:mod:`corl_vl.train.cohort`) only hands it problem ids and advantages. The agent
 never learns which model family it drives: everything family-specific goes through its adapter.
 
 The update (one optimizer step per cohort step):
@@ -14,7 +14,7 @@ The update (one optimizer step per cohort step):
    when β > 0), each micro-batch normalised by whole-batch totals so the accumulated gradient equals the
    full-batch gradient; then clip, step, schedule.
 
-Distributed runs (:mod:`corl_vl.distributed`) wrap the same model and AdamW in a DeepSpeed ZeRO-2/3 engine over
+Distributed runs (:mod:`corl_vl.train.distributed`) wrap the same model and AdamW in a DeepSpeed ZeRO-2/3 engine over
 the agent's rank group (:meth:`attach_deepspeed`); the update is the same loop with the engine's forward,
 ``engine.backward`` / ``engine.step`` (DeepSpeed clips); under ZeRO-3 generation and scoring run on gathered
 weights with ZeRO-3's hooks off (:meth:`inference_weights`), and the losses are normalised by the *group's* batch totals so the averaged
@@ -36,7 +36,7 @@ import torch
 from corl_vl.config import AgentConfig, CohortConfig
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
-from corl_vl.grpo import LossSpec, Normalizer, importance_weights, masked_mean, policy_loss
+from corl_vl.train.grpo import LossSpec, Normalizer, importance_weights, masked_mean, policy_loss
 from corl_vl.rollout import Rollout, RolloutEngine, create_engine
 
 
@@ -290,7 +290,7 @@ class Agent:
         The scheduler stays ours (it sets ``lr`` on the same param-group dicts DeepSpeed's ZeRO optimizer keeps),
         so the schedule is identical to the single-process run's.
         """
-        from corl_vl.distributed import deepspeed_engine
+        from corl_vl.train.distributed import deepspeed_engine
 
         self.ds = deepspeed_engine(self.model, self.optimizer, ds_config, mpu)
         self.dp_group, self.dp_size = dp_group, mpu.get_data_parallel_world_size()

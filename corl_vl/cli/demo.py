@@ -75,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from corl_vl.commands.train import train
-    from corl_vl.toy import (
+    from corl_vl.cli.train import train
+    from corl_vl.science.toy import (
         build_cohort,
         cohort_config,
         ensure_bases,

@@ -30,8 +30,8 @@ import yaml
 from corl_vl.config import CohortConfig, apply_overrides, config_from_dict
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
-from corl_vl.heldout import HeldoutResult, evaluate, heldout_problems
-from corl_vl.warm_start import WarmStartSpec, complementary_specs, ensure_warm_start
+from corl_vl.science.heldout import HeldoutResult, evaluate, heldout_problems
+from corl_vl.science.warm_start import WarmStartSpec, complementary_specs, ensure_warm_start
 
 
 @dataclass
@@ -128,9 +128,9 @@ def heldout_set(exp: Experiment, per_skill: int | None = None) -> list[Problem]:
 
 
 def build_cohort(cfg: CohortConfig, problems: Sequence[Problem], device: str = "cpu") -> Any:
-    """A :class:`~corl_vl.cohort.Cohort` whose agents all see ``problems`` (the text rendering)."""
-    from corl_vl.agent import Agent
-    from corl_vl.cohort import Cohort
+    """A :class:`~corl_vl.train.cohort.Cohort` whose agents all see ``problems`` (the text rendering)."""
+    from corl_vl.train.agent import Agent
+    from corl_vl.train.cohort import Cohort
 
     agents = [Agent.from_config(a, cfg, problems, device=device) for a in cfg.agents]
     return Cohort(cfg, agents, problems)

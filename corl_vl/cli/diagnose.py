@@ -1,7 +1,7 @@
 """``corl-vl diagnose``: are two (or more) models' errors decoupled enough to make good Co-RL partners?
 
 Reads each model's per-problem answers (rows keyed by id), and reports Cohen's κ, error overlap, complementarity
-and a recommendation (paper App. A; see :mod:`corl_vl.diagnostics`). Or, given ``--model`` twice (or more) and a
+and a recommendation (paper App. A; see :mod:`corl_vl.science.diagnostics`). Or, given ``--model`` twice (or more) and a
 problem set with answers, first generates one answer per problem per model through the training adapters and
 rollout engines (the paper's protocol: zero-shot, one sample at T = 0.8), writes ``DIR/<model>.jsonl``, and
 diagnoses those files — so the numbers can be re-read later with ``--answers``.
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from corl_vl.diagnostics import diagnose, generate_answers
+    from corl_vl.science.diagnostics import diagnose, generate_answers
 
     if args.model:
         if args.answers or args.gold:

@@ -1,7 +1,9 @@
 """The ``corl-vl`` command line.
 
-Subcommands live in :mod:`corl_vl.commands` (one module each) and are discovered at start-up. Heavy imports
-(torch, transformers) happen inside each command's function, so ``corl-vl --help`` stays fast.
+Every other module in this package is one subcommand: it defines ``register(subparsers)``, which adds its
+parser and sets ``func`` (namespace -> exit code). They are discovered at start-up, so adding a command never
+means editing a central list. Heavy imports (torch, transformers) happen inside each command's function, so
+``corl-vl --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from corl_vl import __version__, commands
+from corl_vl import __version__
 from corl_vl.errors import CorlError
 from corl_vl.paths import configure_cache_env
 
@@ -25,8 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"corl-vl {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
         module.register(subparsers)
     return parser
 

@@ -9,7 +9,7 @@ them in order, and :func:`corl_vl.rewards.peer_pseudo_labels` refuses answers fo
 Self-rewarding baselines (TTRL, EMPO, Intuitor, RENT) and the GT reward run through this same loop (each agent
 rewarded by itself or the dataset), so comparisons with Co-RL differ only in the reward.
 
-Distributed runs (:mod:`corl_vl.distributed`): each process holds only *its* agent and its share of the step's
+Distributed runs (:mod:`corl_vl.train.distributed`): each process holds only *its* agent and its share of the step's
 ids; the answers of every agent for every id arrive through one exchange (a collective), after which labels are
 computed from the same data on every rank. With one process the exchange is the identity and the share is all.
 """
@@ -24,14 +24,14 @@ from typing import Any
 
 import torch
 
-from corl_vl.agent import Agent, Batch
+from corl_vl.train.agent import Agent, Batch
 from corl_vl.answers import extract_answer, vote
 from corl_vl.answers.equivalence import equivalent
 from corl_vl.config import CohortConfig
 from corl_vl.data.problem import Problem
-from corl_vl.distributed import DistContext
+from corl_vl.train.distributed import DistContext
 from corl_vl.errors import CorlError
-from corl_vl.grpo import group_advantages
+from corl_vl.train.grpo import group_advantages
 from corl_vl.rewards import (
     empo_rewards,
     gt_rewards,
@@ -41,7 +41,7 @@ from corl_vl.rewards import (
     rent_rewards,
     ttrl_rewards,
 )
-from corl_vl.topology import Topology, from_config
+from corl_vl.rewards.topology import Topology, from_config
 
 SYNTHETIC_DEFAULT_N = 256
 
@@ -191,7 +191,7 @@ class Cohort:
             view = agent_view(base, cfg, acfg.data_view, text_only=not adapter.supports_images)
             agents.append(Agent.from_config(acfg, cfg, view, device=device, adapter=adapter))
         if dist is not None:
-            from corl_vl.distributed import deepspeed_config
+            from corl_vl.train.distributed import deepspeed_config
 
             d = cfg.distributed
             if not d.deepspeed:

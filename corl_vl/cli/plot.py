@@ -19,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from corl_vl.errors import CorlError
-    from corl_vl.logging import plot_run, read_metrics
+    from corl_vl.train.reporting import plot_run, read_metrics
 
     run_dir = Path(args.run_dir)
     if not read_metrics(run_dir):

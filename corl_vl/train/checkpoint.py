@@ -17,7 +17,7 @@ Layout::
 Atomicity: everything is written into a hidden temporary folder, then renamed into place; ``latest`` is
 replaced with ``os.replace``. A crash mid-save leaves the previous checkpoint untouched.
 
-Distributed runs (one agent per process group, :mod:`corl_vl.distributed`) write the same layout into a shared
+Distributed runs (one agent per process group, :mod:`corl_vl.train.distributed`) write the same layout into a shared
 run folder: every rank calls the save at the same step (DeepSpeed's own save has WORLD barriers), each agent's
 group rank 0 writes its HF folder, every rank writes its ZeRO partition under ``<agent>/deepspeed/`` and its RNG
 state under ``rng/``, and global rank 0 writes the cohort state and renames the folder into place after a barrier.

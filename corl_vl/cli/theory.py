@@ -1,7 +1,7 @@
 """``corl-vl theory``: self-reward vs Co-RL in the two-outcome GRPO model, with the user's own numbers.
 
 Lets users see, before any GPU time, whether their starting accuracies fall in Co-RL's basin of correct convergence
-(pA + pB > 1) and how it compares with self-reward. The maths lives in :mod:`corl_vl.theory`.
+(pA + pB > 1) and how it compares with self-reward. The maths lives in :mod:`corl_vl.science.theory`.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def _end(traj_final: tuple[float, ...], names: tuple[str, ...]) -> dict[str, flo
 
 
 def run(args: argparse.Namespace) -> int:
-    from corl_vl import theory
+    from corl_vl.science import theory
 
     modes = [args.example is not None, args.pa is not None or args.pb is not None, args.ring is not None]
     if sum(modes) > 1:

@@ -15,7 +15,7 @@ Three facts this module is built on (verified with deepspeed 0.19.8, ../shared/E
   architecture then silently mix gradients. :func:`deepspeed_engine` refuses to build an engine without one;
 - ``deepspeed.utils.groups.mpu`` is process-wide, so a multi-process run hosts exactly one agent per process;
 - ZeRO-3's trace-consistency check broadcasts over WORLD from global rank 0; :func:`scope_zero3_checks` moves it
-  into the agent's group (the no-grad passes that would desynchronise it are handled in :mod:`corl_vl.agent`).
+  into the agent's group (the no-grad passes that would desynchronise it are handled in :mod:`corl_vl.train.agent`).
 
 Data split inside a group: the group's ranks split the step's problem ids (contiguous shares); every rank
 still sees every agent's answers for *all* ids after the exchange, so pseudo-labels and rewards are computed

@@ -1,0 +1,1 @@
+"""Research tools around the trainer: the toy experiment, warm starts, held-out skills, theory, diagnostics."""

@@ -1,0 +1,1 @@
+"""The trainer core: agents, the cohort step, GRPO math, optimisation backends, checkpoints, ranks."""
