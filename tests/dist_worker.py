@@ -103,8 +103,8 @@ def run_worker(
     """Train; returns (and writes) one record per agent this process held."""
     import torch
 
-    from corl_vl.train.cohort import Cohort
     from corl_vl.cli.train import train
+    from corl_vl.train.cohort import Cohort
     from corl_vl.train.distributed import launched_world_size
 
     distributed = launched_world_size() > 1
@@ -144,7 +144,7 @@ def run_worker(
                 "rank": cohort.dist.rank if cohort.dist else 0,
                 "world_size": cohort.dist.world_size if cohort.dist else 1,
                 "group_ranks": cohort.dist.group_ranks if cohort.dist else [0],
-                "deepspeed": agent.ds is not None,
+                "deepspeed": type(agent.backend).__name__ == "DeepSpeedBackend",
                 "changed_tensors": sum(changed),
                 "tensors": len(changed),
                 "steps": state["steps"],

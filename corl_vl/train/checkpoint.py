@@ -152,7 +152,7 @@ def _save_distributed(run_dir: Path, cohort: Any) -> Path:
                 _save_pretrained_here(agent.model, folder)
                 agent.adapter.processor.save_pretrained(folder)
                 torch.save(agent.state_dict(), folder / "trainer_state.pt")
-        agent.save_deepspeed(folder / "deepspeed")
+        agent.backend.save(folder / "deepspeed")
     (tmp / "rng").mkdir(exist_ok=True)
     torch.save(_rng_state(), tmp / "rng" / f"rank-{dist.rank}.pt")
     dist.barrier()
@@ -176,7 +176,7 @@ def _load_distributed(path: Path, meta: dict[str, Any], cohort: Any) -> int:
         )
     for agent in cohort.agents:
         folder = path / agent.name
-        agent.load_deepspeed(folder / "deepspeed")  # weights and ZeRO optimizer partitions
+        agent.backend.load(folder / "deepspeed")  # weights and ZeRO optimizer partitions
         agent.load_state_dict(torch.load(folder / "trainer_state.pt", weights_only=False))
         agent.sync()
     state = torch.load(path / "cohort_state.pt", weights_only=False)

@@ -191,6 +191,7 @@ class Cohort:
             view = agent_view(base, cfg, acfg.data_view, text_only=not adapter.supports_images)
             agents.append(Agent.from_config(acfg, cfg, view, device=device, adapter=adapter))
         if dist is not None:
+            from corl_vl.train.backends import DeepSpeedBackend
             from corl_vl.train.distributed import deepspeed_config
 
             d = cfg.distributed
@@ -205,7 +206,7 @@ class Cohort:
                     d.deepspeed, zero_stage=d.zero_stage, grad_clip=cfg.train.grad_clip,
                     group_size=dist.group_size, dtype=dtype,
                 )  # fmt: skip
-                agent.attach_deepspeed(ds, dist.mpu, dist.dp_group)
+                agent.backend = DeepSpeedBackend(agent.backend, ds, dist.mpu, dist.dp_group)
         return cls(cfg, agents, base, dist=dist)
 
     # -------------------------------------------------------------------------------------- phases

@@ -1,0 +1,268 @@
+"""Training backends: what turns an agent's micro-batch losses into one optimizer step.
+
+Why a protocol: the GRPO update (:meth:`corl_vl.train.agent.Agent.update`) is the same whether the agent's
+weights live whole in one process (:class:`TorchBackend`) or are sharded by DeepSpeed ZeRO-2/3 over the agent's
+rank group (:class:`DeepSpeedBackend`). Everything that differs — who zeroes and clips gradients, how a
+micro-batch's loss is scaled, how many backward passes every group member must run, whether weights must be
+gathered before generation, where optimizer state is saved — sits behind the methods below, so the update
+reads top to bottom with no backend branches. A new backend (FSDP, say) is one new class in this file.
+
+Both backends keep *our* AdamW and learning-rate schedule (``train.*``), so the schedule is identical
+whichever backend runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from corl_vl.config import TrainConfig
+from corl_vl.errors import CorlError
+from corl_vl.train.grpo import Normalizer
+
+
+def lr_lambda(max_steps: int, warmup_ratio: float, kind: str) -> Callable[[int], float]:
+    """Linear warm-up over ``ceil(warmup_ratio · max_steps)`` steps, then cosine to 0 (or constant)."""
+    warmup = math.ceil(warmup_ratio * max_steps)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        if kind == "constant":
+            return 1.0
+        progress = (step - warmup) / max(1, max_steps - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """The batch totals one update normalises by, and the backward passes it owes its group.
+
+    ``normalizer``: whole-batch totals (across the agent's group in a distributed run) each micro-batch loss is
+    divided by, so the accumulated gradient is the full-batch gradient; ``padding_passes``: zero-loss backward
+    passes this rank adds so every group member runs as many as the busiest; ``group_rows``: completions the
+    whole group trains on this step (0 → the step is skipped).
+    """
+
+    normalizer: Normalizer
+    padding_passes: int
+    group_rows: int
+
+
+class TrainingBackend(Protocol):
+    """What :meth:`Agent.update` and the checkpoint code need from a backend."""
+
+    model: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+
+    @property
+    def train_module(self) -> Any:
+        """What gradient passes call (the model, or an engine that wraps it)."""
+
+    def plan(self, normalizer: Normalizer, micro_batches: int, rows: int) -> StepPlan: ...
+    def zero_grad(self) -> None: ...
+    def backward(self, loss: torch.Tensor) -> None: ...
+    def step(self, plan: StepPlan, zero_loss: Callable[[], torch.Tensor]) -> float: ...
+    def inference_weights(self) -> contextlib.AbstractContextManager[Any]: ...
+    def full_weights(self) -> contextlib.AbstractContextManager[Any]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def save(self, folder: Path) -> None: ...
+    def load(self, folder: Path) -> None: ...
+
+
+def _advance_schedule(scheduler: torch.optim.lr_scheduler.LRScheduler) -> None:
+    # A skipped DeepSpeed step never calls AdamW.step; the schedule still moves (torch warns about the order).
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before")
+        scheduler.step()
+
+
+class TorchBackend:
+    """One process holds the whole model: plain ``backward``, clip, AdamW ``step``."""
+
+    def __init__(self, model: Any, train: TrainConfig, *, lr: float) -> None:
+        self.model = model
+        self.grad_clip = train.grad_clip
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            params, lr=lr, betas=tuple(train.adam_betas), weight_decay=train.weight_decay, eps=1e-8
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_lambda(train.max_steps, train.warmup_ratio, train.scheduler)
+        )
+
+    @property
+    def train_module(self) -> Any:
+        return self.model
+
+    def plan(self, normalizer: Normalizer, micro_batches: int, rows: int) -> StepPlan:
+        return StepPlan(normalizer, padding_passes=0, group_rows=rows)
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def step(self, plan: StepPlan, zero_loss: Callable[[], torch.Tensor]) -> float:
+        """Clip, step, zero; returns the pre-clip gradient norm."""
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        _advance_schedule(self.scheduler)
+        return grad_norm
+
+    def inference_weights(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def full_weights(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+
+    def save(self, folder: Path) -> None:
+        """Nothing beyond :meth:`state_dict`: the weights are the model's own ``save_pretrained``."""
+
+    def load(self, folder: Path) -> None:
+        """Nothing beyond :meth:`load_state_dict` (see :meth:`save`)."""
+
+
+@contextlib.contextmanager
+def _zero3_inference(engine: Any) -> Iterator[None]:
+    """Whole weights, no ZeRO-3 hooks, and the coordinator's per-forward ``reset_step`` paused (see
+    :meth:`DeepSpeedBackend.inference_weights`). The pause shadows the method on the coordinator instance and is
+    undone by deleting the shadow, so nothing of DeepSpeed's state outlives the context."""
+    from deepspeed.runtime.zero import unwrap_model_for_generation  # optional: distributed runs only
+
+    coordinator = engine.optimizer.parameter_offload.get_param_coordinator()
+    with unwrap_model_for_generation(engine):
+        coordinator.reset_step = lambda: None
+        try:
+            yield
+        finally:
+            del coordinator.reset_step
+
+
+class DeepSpeedBackend:
+    """The same model and AdamW wrapped in a DeepSpeed ZeRO-2/3 engine over the agent's rank group.
+
+    The scheduler stays ours: it sets ``lr`` on the same param-group dicts DeepSpeed's ZeRO optimizer keeps, so
+    the schedule is identical to the single-process run's. DeepSpeed clips (``gradient_clipping``).
+    """
+
+    def __init__(self, base: TorchBackend, ds_config: dict[str, Any], mpu: Any, dp_group: Any) -> None:
+        from corl_vl.train.distributed import deepspeed_engine
+
+        self.model, self.optimizer, self.scheduler = base.model, base.optimizer, base.scheduler
+        self.engine = deepspeed_engine(base.model, base.optimizer, ds_config, mpu)
+        self.dp_group, self.dp_size = dp_group, mpu.get_data_parallel_world_size()
+
+    @property
+    def train_module(self) -> Any:
+        """The engine, not the bare model: its ``forward`` is where ZeRO learns that a new micro-batch starts.
+
+        Bypassed, ZeRO-3 treats every ``backward`` as the first of the step and *overwrites* the accumulated
+        gradient partition instead of adding to it, so a step over two micro-batches would train on the last one
+        only. The engine passes every attribute the adapters use through to the model.
+        """
+        return self.engine
+
+    @property
+    def zero3(self) -> bool:
+        return self.engine.zero_optimization_stage() == 3
+
+    def plan(self, normalizer: Normalizer, micro_batches: int, rows: int) -> StepPlan:
+        """Whole-group batch totals, and the padding passes up to the most micro-batches any member runs."""
+        if self.dp_size == 1:
+            return StepPlan(normalizer, padding_passes=0, group_rows=rows)
+        import torch.distributed as dist
+
+        sums = torch.tensor([normalizer.n_sequences, normalizer.n_tokens, rows], dtype=torch.float64)
+        dist.all_reduce(sums, group=self.dp_group)
+        most = torch.tensor([micro_batches], dtype=torch.float64)
+        dist.all_reduce(most, op=dist.ReduceOp.MAX, group=self.dp_group)
+        group_normalizer = Normalizer(int(sums[0]), int(sums[1]))
+        return StepPlan(
+            group_normalizer, padding_passes=int(most[0]) - micro_batches, group_rows=int(sums[2])
+        )
+
+    def zero_grad(self) -> None:
+        """DeepSpeed zeroes gradients itself after each ``step``."""
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """DeepSpeed *averages* over the group, so the loss (already a share of the group total) is scaled up."""
+        self.engine.backward(loss * self.dp_size if self.dp_size > 1 else loss)
+
+    def step(self, plan: StepPlan, zero_loss: Callable[[], torch.Tensor]) -> float:
+        """Padding passes (ZeRO reduces in backward hooks, so every member must run as many), then the step.
+
+        A step in which no group member trained is skipped, as plain AdamW skips parameters without gradients.
+        Returns the pre-clip gradient norm.
+        """
+        for _ in range(plan.padding_passes):
+            self.engine.backward(zero_loss())
+        if plan.group_rows == 0:
+            _advance_schedule(self.scheduler)
+            return 0.0
+        self.engine.step()
+        _advance_schedule(self.scheduler)
+        norm = self.engine.get_global_grad_norm()
+        return float(norm) if norm is not None else float("nan")
+
+    def full_weights(self) -> contextlib.AbstractContextManager[Any]:
+        """Every parameter whole on this rank: ZeRO-3 partitions them across the group, and generation and
+        ``save_pretrained`` need the full tensors (a gather over the agent's group only)."""
+        if not self.zero3:
+            return contextlib.nullcontext()
+        import deepspeed  # optional: distributed runs only
+
+        return deepspeed.zero.GatheredParameters(list(self.model.parameters()), modifier_rank=None)
+
+    def inference_weights(self) -> contextlib.AbstractContextManager[Any]:
+        """Whole weights and *no* ZeRO-3 module hooks, for no-grad forwards (generation, scoring).
+
+        Why not :meth:`full_weights`: ZeRO-3's hooks still run inside a gather — they re-partition each layer
+        after use and gather it again (a collective over the group) on the next forward. Generation and scoring
+        run a data-dependent number of forwards per rank, so those per-forward collectives would pair up wrongly
+        or hang. DeepSpeed's ``unwrap_model_for_generation`` gathers once and removes the per-module hooks; the
+        parameter coordinator's ``reset_step`` (run once per forward by the model's remaining hook, with a
+        cross-rank trace check) is paused too, so it sees only the gradient passes every member runs equally.
+        """
+        if not self.zero3:
+            return contextlib.nullcontext()
+        return _zero3_inference(self.engine)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The scheduler only: the partitioned optimizer state is written by :meth:`save`."""
+        return {"scheduler": self.scheduler.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.scheduler.load_state_dict(state["scheduler"])
+
+    def save(self, folder: Path) -> None:
+        """Every group member writes its ZeRO partition (DeepSpeed's save has WORLD barriers: all agents save
+        together)."""
+        self.engine.save_checkpoint(str(folder), tag="state", save_latest=False)
+
+    def load(self, folder: Path) -> None:
+        path, _ = self.engine.load_checkpoint(
+            str(folder), tag="state", load_optimizer_states=True, load_lr_scheduler_states=False
+        )
+        if path is None:
+            raise CorlError(f"{folder}: no DeepSpeed state in this checkpoint")
