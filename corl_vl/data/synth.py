@@ -23,12 +23,16 @@ from pathlib import Path
 from PIL import Image
 
 from corl_vl.data.images import lazy_image
+from corl_vl.data.pixel_skills import PIXEL_SKILLS
 from corl_vl.data.problem import Problem
-from corl_vl.data.synth_skills import EXTRA_SKILLS, SIZE, SKILLS, Params, Skill
+from corl_vl.data.synth_skills import EXTRA_SKILLS as _SHAPE_SKILLS
+from corl_vl.data.synth_skills import SIZE, SKILLS, Params, Skill
 from corl_vl.errors import CorlError
 from corl_vl.io import atomic_dir
 
 SPLITS = ("train", "test")
+# Opt-in skills (named explicitly): the single-shape pair and the pixel skills of the toy experiment.
+EXTRA_SKILLS: dict[str, Skill] = {**_SHAPE_SKILLS, **PIXEL_SKILLS}
 _TEST_SHARE = 4  # one hash bucket in four belongs to test
 _MAX_DRAWS = 10_000
 
@@ -86,7 +90,8 @@ def generate_problems(
     """``n`` problems of ``split``, cycling through ``skills`` so each gets an equal share.
 
     ``skills=None`` means the five default skills (``SKILLS``); the extra ones (``EXTRA_SKILLS``:
-    ``shape_color``, ``shape_sides``) must be named, so default datasets stay what they always were.
+    ``shape_color``, ``shape_sides`` and the pixel skills ``spot_color``, ``spot_quadrant``, ``spot_size``,
+    ``count_blobs``, ``tallest_bar``) must be named, so default datasets stay what they always were.
 
     Problem ``i`` is drawn from its own RNG seeded by ``(seed, split, i)``, so records are reproducible one
     by one and ``generate_problems(10, ...)`` is a prefix of ``generate_problems(20, ...)``.

@@ -9,6 +9,7 @@ never for training or for choosing a checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,46 @@ def heldout_problems(
     return [to_text_problem(p) for p in problems] if text_view else problems
 
 
+def blank_images(problems: Sequence[Problem]) -> list[Problem]:
+    """The same problems with every picture replaced by a white one of the same size.
+
+    The check that a model answers from the picture: a skill read from pixels must fall to chance here, while
+    a model that ignores the image (or reads the answer off the question) would keep its accuracy.
+    """
+    from PIL import Image
+
+    from corl_vl.data.images import open_image
+
+    def white(image: Any) -> Image.Image:
+        return Image.new("RGB", open_image(image).size, (255, 255, 255))
+
+    return [dataclasses.replace(p, images=[white(i) for i in p.images]) for p in problems]
+
+
+def greedy_answers(
+    adapter: Any,
+    model: Any,
+    problems: Sequence[Problem],
+    *,
+    max_new_tokens: int = 16,
+    batch_size: int = 32,
+    prompts: Sequence[Any] | None = None,
+) -> dict[str, str | None]:
+    """``{problem id: extracted answer}`` of ``model``'s greedy completion (HF engine, the adapter's prompts)."""
+    from corl_vl.rollout.hf import HFEngine
+
+    engine = HFEngine(adapter, model, batch_size=batch_size)
+    rollouts = engine.generate(
+        problems, k=1, temperature=0.0, max_new_tokens=max_new_tokens, seed=0, prompts=prompts
+    )
+    answers: dict[str, str | None] = {}
+    for problem, rollout in zip(problems, rollouts, strict=True):
+        if rollout.problem_id != problem.id:
+            raise CorlError(f"held-out evaluation: engine returned {rollout.problem_id} for {problem.id}")
+        answers[problem.id] = extract_answer(rollout.completions[0].text, problem.choices)
+    return answers
+
+
 def evaluate(
     adapter: Any,
     model: Any,
@@ -63,25 +104,18 @@ def evaluate(
     ``prompts`` (the adapter's encodings of ``problems``) may be passed to skip re-encoding across repeated
     evaluations. The model's train/eval mode is restored afterwards (the engine switches to eval itself).
     """
-    from corl_vl.rollout.hf import HFEngine
-
     if not problems:
         raise CorlError("held-out evaluation: no problems")
     missing = [p.id for p in problems if p.answer is None]
     if missing:
         raise CorlError(f"held-out evaluation: problem {missing[0]} has no label")
-    engine = HFEngine(adapter, model, batch_size=batch_size)
-    rollouts = engine.generate(
-        problems, k=1, temperature=0.0, max_new_tokens=max_new_tokens, seed=0, prompts=prompts
+    answers = greedy_answers(
+        adapter, model, problems, max_new_tokens=max_new_tokens, batch_size=batch_size, prompts=prompts
     )
     hits: dict[str, list[bool]] = {}
-    answers: dict[str, str | None] = {}
     parsed = 0
-    for problem, rollout in zip(problems, rollouts, strict=True):
-        if rollout.problem_id != problem.id:
-            raise CorlError(f"held-out evaluation: engine returned {rollout.problem_id} for {problem.id}")
-        answer = extract_answer(rollout.completions[0].text, problem.choices)
-        answers[problem.id] = answer
+    for problem in problems:
+        answer = answers[problem.id]
         parsed += answer is not None
         ok = answer is not None and equivalent(problem.answer, answer, problem.choices)
         hits.setdefault(str(problem.meta.get("skill", "all")), []).append(bool(ok))
