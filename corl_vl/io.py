@@ -10,10 +10,13 @@ so a power cut may still lose the newest write.)
 - :func:`read_jsonl`: ``[(line number, object)]``; blank lines skipped.
 - :func:`write_text_atomic`, :func:`write_jsonl_atomic`, :func:`atomic_file`: one file.
 - :func:`atomic_dir`, :func:`replace_dir_atomic`: a whole folder (a dataset, a checkpoint).
+- :func:`os_error_line`: an ``OSError`` from writing (disk full, read-only, permission denied, a folder where a
+  file should go) as one line that says what to do; the CLI prints it instead of a traceback.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -57,7 +60,7 @@ def read_jsonl(
     with fh:
         for lineno, raw in enumerate(fh, 1):  # split on b"\n" only: U+2028 may stand raw inside a string
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8").rstrip("\r\n")  # columns count within this line only
                 if not line.strip():
                     continue
                 row = json.loads(line)
@@ -76,15 +79,44 @@ def read_jsonl(
 @contextmanager
 def atomic_file(path: str | Path) -> Iterator[Path]:
     """A temporary path beside ``path`` (same suffix) to write the new file at; renamed onto ``path`` when the
-    block ends without an exception, removed in any case. Parent folders are created."""
+    block ends without an exception, removed in any case. Parent folders are created.
+
+    A file-system error the user can fix (disk full, read-only, no permission, ``path`` is a folder) becomes a
+    one-line :class:`CorlError` that names ``path``, not the temporary name."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise CorlError(f"{path}: is a folder, not a file; give a file path for this output")
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp{path.suffix}")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         yield tmp
         os.replace(tmp, path)
+    except OSError as err:
+        raise _writing_error(path, err, (tmp, path)) from None
     finally:
-        tmp.unlink(missing_ok=True)
+        _remove_quietly(tmp)
+
+
+def _writing_error(target: Path, err: OSError, ours: tuple[Path, ...]) -> BaseException:
+    """``err`` as a one-line CorlError about ``target`` when it is a fixable file-system error on one of our
+    paths (an ``OSError`` about some other file, raised inside the block, is passed on as it is)."""
+    names = [Path(n) for n in (err.filename, err.filename2) if n is not None]
+    on_ours = not names or any(n == o or o in n.parents or n in o.parents for n in names for o in ours)
+    hint = _ERRNO_HINTS.get(err.errno) if on_ours else None
+    if hint is None:
+        return err
+    return CorlError(f"{target}: cannot write, {hint[0]}; {hint[1]} (nothing was written)")
+
+
+def _remove_quietly(path: Path) -> None:
+    """Best-effort cleanup: on a read-only or full disk it may fail too, and must not hide the first error."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
@@ -136,10 +168,36 @@ def atomic_dir(out: str | Path) -> Iterator[Path]:
     there; when the block ends without an exception it replaces ``out`` (:func:`replace_dir_atomic`). The
     temporary folder is removed in any case."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    except OSError as err:
+        raise _writing_error(out, err, (out,)) from None
     try:
         yield tmp / out.name
         replace_dir_atomic(tmp / out.name, out)
+    except OSError as err:
+        raise _writing_error(out, err, (tmp, out)) from None
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_quietly(tmp)
+
+
+_ERRNO_HINTS = {
+    errno.ENOSPC: ("no space left on the device", "free some space or pick another --output-dir"),
+    errno.EDQUOT: ("disk quota exceeded", "free some space or pick another --output-dir"),
+    errno.EROFS: ("read-only file system", "pick a writable --output-dir / --output"),
+    errno.EACCES: ("permission denied", "pick a folder you can write to, or fix its permissions"),
+    errno.EPERM: ("operation not permitted", "pick a folder you can write to, or fix its permissions"),
+    errno.EISDIR: ("is a folder, not a file", "give a file path"),
+    errno.ENOTDIR: ("a part of this path is a file, not a folder", "pick another path"),
+}
+
+
+def os_error_line(err: OSError) -> str | None:
+    """One line for a file-system error the user can fix (None for any other ``OSError``)."""
+    hint = _ERRNO_HINTS.get(err.errno)
+    if hint is None:
+        return None
+    what, todo = hint
+    where = err.filename if err.filename is not None else None
+    return f"{where}: {what}; {todo}" if where else f"{what}; {todo}"

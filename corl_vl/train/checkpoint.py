@@ -6,16 +6,22 @@ checkpoint holds everything the next step depends on: each agent's weights (an H
 processor, loadable with ``from_pretrained``), optimizer and scheduler state, the sampler position, and the RNG
 states. Rollout seeds are derived from (seed, step, agent), never from RNG history.
 
+Nothing in a checkpoint can run code when it is loaded: the training state is safetensors + JSON
+(:mod:`corl_vl.train.safe_state`), never a pickle. Checkpoints of older versions (``*.pt``) are read as data only
+(``weights_only=True``) and refused if they need more, unless the user passes ``--allow-unsafe-checkpoint``.
+
 Layout::
 
     RUN_DIR/checkpoints/step-000010/
-        cohort_state.pt            step, sampler, RNG states
-        meta.json                  step, agent names (written last: a folder without it is not a checkpoint)
-        <agent>/                   config.json, model.safetensors, processor files, trainer_state.pt
+        cohort_state.{safetensors,json}   step, sampler, RNG states
+        meta.json                  step, agent names, format (written last: a folder without it is not a checkpoint)
+        <agent>/                   config.json, model.safetensors, processor files, trainer_state.{safetensors,json},
+                                   corl_prompt.json (the exact chat template and pinned date the agent trained with)
     RUN_DIR/checkpoints/latest     name of the newest complete checkpoint
 
 Atomicity: everything is written into a hidden temporary folder, then renamed into place; ``latest`` is
-replaced with ``os.replace``. A crash mid-save leaves the previous checkpoint untouched.
+replaced with ``os.replace``. A crash mid-save leaves the previous checkpoint untouched, and a hidden
+``.step-*.tmp*`` folder that :func:`remove_stale_temps` deletes when the next run starts.
 
 Distributed runs (one agent per process group, :mod:`corl_vl.train.distributed`) write the same layout into a shared
 run folder: every rank calls the save at the same step (DeepSpeed's own save has WORLD barriers), each agent's
@@ -26,8 +32,11 @@ state under ``rng/``, and global rank 0 writes the cohort state and renames the 
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +44,11 @@ import numpy as np
 import torch
 
 from corl_vl.errors import CorlError
-from corl_vl.io import atomic_dir, replace_dir_atomic, write_text_atomic
+from corl_vl.io import atomic_dir, os_error_line, replace_dir_atomic, write_text_atomic
+from corl_vl.train.safe_state import has_state, load_legacy, load_state, save_state
 
 CHECKPOINTS = "checkpoints"
+FORMAT = 2  # 1: pickled *.pt training state (before safetensors + JSON)
 
 
 def _rng_state() -> dict[str, Any]:
@@ -55,10 +66,52 @@ def _set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _normalise_permissions(folder: Path) -> None:
+    """Every file of a checkpoint gets the same mode (the user's umask applied to 0666/0777): some writers
+    (safetensors) create 0600 files, so a shared checkpoint would otherwise be half unreadable to a group."""
+    mask = _umask()
+    os.chmod(folder, 0o777 & ~mask)
+    for path in folder.rglob("*"):
+        if not path.is_symlink():
+            os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~mask)
+
+
+@contextmanager
+def _clear_save_errors(target: Path) -> Iterator[None]:
+    """A full or read-only disk during a save: one line that says the previous checkpoint is intact."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except OSError as err:
+        line = os_error_line(err)
+        if line is None:
+            raise
+        raise CorlError(
+            f"saving checkpoint {target} failed: {line} (the previous checkpoint is intact)"
+        ) from None
+    except SafetensorError as err:  # the Rust writer's I/O errors (e.g. "No space left on device")
+        raise CorlError(
+            f"saving checkpoint {target} failed: {str(err).strip()[:200]} (the previous checkpoint is intact)"
+        ) from None
+
+
 def save_checkpoint(run_dir: str | Path, cohort: Any) -> Path:
     """Write a checkpoint of ``cohort`` at its current step; returns its folder."""
-    if getattr(cohort, "dist", None) is not None:
-        return _save_distributed(Path(run_dir), cohort)
+    target = Path(run_dir) / CHECKPOINTS / f"step-{cohort.step_index:06d}"
+    with _clear_save_errors(target):
+        if getattr(cohort, "dist", None) is not None:
+            return _save_distributed(Path(run_dir), cohort)
+        return _save_single(Path(run_dir), cohort)
+
+
+def _save_single(run_dir: Path, cohort: Any) -> Path:
     root = Path(run_dir) / CHECKPOINTS
     root.mkdir(parents=True, exist_ok=True)
     name = f"step-{cohort.step_index:06d}"
@@ -70,10 +123,13 @@ def save_checkpoint(run_dir: str | Path, cohort: Any) -> Path:
             folder = tmp / agent.name
             agent.model.save_pretrained(folder, safe_serialization=True)
             agent.adapter.processor.save_pretrained(folder)
-            torch.save(agent.state_dict(), folder / "trainer_state.pt")
-        torch.save({"cohort": cohort.state_dict(), "rng": _rng_state()}, tmp / "cohort_state.pt")
-        meta = {"step": cohort.step_index, "agents": [a.name for a in cohort.agents]}
+            # the exact template + pinned date (eval renders the same)
+            agent.adapter.save_prompt_record(folder)
+            save_state(agent.state_dict(), folder, "trainer_state")
+        save_state({"cohort": cohort.state_dict(), "rng": _rng_state()}, tmp, "cohort_state")
+        meta = {"step": cohort.step_index, "agents": [a.name for a in cohort.agents], "format": FORMAT}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+        _normalise_permissions(tmp)
     write_text_atomic(root / "latest", name)
     return final
 
@@ -90,15 +146,49 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return done[-1] if done else None
 
 
-def load_checkpoint(path: str | Path, cohort: Any) -> int:
-    """Restore ``cohort`` (already built from the same config) from ``path``; returns the step to run next."""
+def remove_stale_temps(run_dir: str | Path) -> list[Path]:
+    """Delete what interrupted saves left in ``RUN_DIR/checkpoints`` (hidden ``.step-*.tmp*`` folders, folders
+    moved aside while being replaced, ``latest`` temp files); returns what was removed.
+
+    Only call it when no save of this run is in progress (at the start of a run, on the main process).
+    """
+    root = Path(run_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    stale = [p for p in root.glob(".*") if p.name.startswith((".step-", ".latest."))]
+    for p in stale:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+    return stale
+
+
+def _read_state(folder: Path, name: str, allow_unsafe: bool) -> Any:
+    """Safetensors + JSON state, or an older checkpoint's ``name.pt`` read as data only."""
+    if has_state(folder, name):
+        return load_state(folder, name)
+    if (folder / f"{name}.pt").exists():
+        return load_legacy(folder / f"{name}.pt", allow_unsafe=allow_unsafe)
+    raise CorlError(f"{folder}: no {name}.json in this checkpoint (a damaged or partial copy?)")
+
+
+def load_checkpoint(path: str | Path, cohort: Any, *, allow_unsafe: bool = False) -> int:
+    """Restore ``cohort`` (already built from the same config) from ``path``; returns the step to run next.
+
+    Never runs code from the checkpoint; ``allow_unsafe`` (the user's own old checkpoint) lifts that for pickled
+    state written by older versions and for DeepSpeed files that need more than tensors.
+    """
     path = Path(path)
     meta_file = path / "meta.json"
     if not meta_file.exists():
         raise CorlError(f"{path}: not a complete checkpoint (no meta.json)")
-    meta = json.loads(meta_file.read_text())
+    try:
+        meta = json.loads(meta_file.read_text())
+    except (ValueError, OSError) as err:
+        raise CorlError(f"{meta_file}: unreadable ({err})") from None
     if getattr(cohort, "dist", None) is not None:
-        return _load_distributed(path, meta, cohort)
+        return _load_distributed(path, meta, cohort, allow_unsafe)
     names = [a.name for a in cohort.agents]
     if meta["agents"] != names:
         raise CorlError(f"{path}: checkpoint has agents {meta['agents']}, the config has {names}")
@@ -109,9 +199,9 @@ def load_checkpoint(path: str | Path, cohort: Any) -> int:
         if missing or unexpected:
             raise CorlError(f"{folder}: weights do not match agent {agent.name} (missing {missing[:3]})")
         del saved
-        agent.load_state_dict(torch.load(folder / "trainer_state.pt", weights_only=False))
+        agent.load_state_dict(_read_state(folder, "trainer_state", allow_unsafe))
         agent.sync()
-    state = torch.load(path / "cohort_state.pt", weights_only=False)
+    state = _read_state(path, "cohort_state", allow_unsafe)
     cohort.load_state_dict(state["cohort"])
     _set_rng_state(state["rng"])
     return int(meta["step"])
@@ -151,23 +241,44 @@ def _save_distributed(run_dir: Path, cohort: Any) -> Path:
             if dist.is_group_leader:
                 _save_pretrained_here(agent.model, folder)
                 agent.adapter.processor.save_pretrained(folder)
-                torch.save(agent.state_dict(), folder / "trainer_state.pt")
+                agent.adapter.save_prompt_record(folder)
+                save_state(agent.state_dict(), folder, "trainer_state")
         agent.backend.save(folder / "deepspeed")
     (tmp / "rng").mkdir(exist_ok=True)
-    torch.save(_rng_state(), tmp / "rng" / f"rank-{dist.rank}.pt")
+    save_state(_rng_state(), tmp / "rng", f"rank-{dist.rank}")
     dist.barrier()
     final = root / name
     if dist.is_main:
-        torch.save({"cohort": cohort.state_dict(), "world_size": dist.world_size}, tmp / "cohort_state.pt")
-        meta = {"step": cohort.step_index, "agents": cohort.names, "world_size": dist.world_size}
+        save_state({"cohort": cohort.state_dict(), "world_size": dist.world_size}, tmp, "cohort_state")
+        meta = {
+            "step": cohort.step_index,
+            "agents": cohort.names,
+            "world_size": dist.world_size,
+            "format": FORMAT,
+        }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+        _normalise_permissions(tmp)
         replace_dir_atomic(tmp, final)
         write_text_atomic(root / "latest", name)
     dist.barrier()
     return final
 
 
-def _load_distributed(path: Path, meta: dict[str, Any], cohort: Any) -> int:
+def _check_deepspeed_files(folder: Path, allow_unsafe: bool) -> None:
+    """DeepSpeed unpickles its own files with ``weights_only=False``; first make sure each one loads as plain
+    data (memory-mapped, so this costs little), so a crafted file is refused before DeepSpeed touches it."""
+    if allow_unsafe:
+        return
+    for file in sorted(folder.rglob("*.pt")):
+        try:
+            torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+        except CorlError:
+            raise
+        except Exception:  # not a zip archive (mmap needs one): the plain restricted load decides
+            load_legacy(file)
+
+
+def _load_distributed(path: Path, meta: dict[str, Any], cohort: Any, allow_unsafe: bool = False) -> int:
     dist = cohort.dist
     if meta["agents"] != cohort.names or meta.get("world_size") != dist.world_size:
         raise CorlError(
@@ -176,10 +287,11 @@ def _load_distributed(path: Path, meta: dict[str, Any], cohort: Any) -> int:
         )
     for agent in cohort.agents:
         folder = path / agent.name
+        _check_deepspeed_files(folder / "deepspeed", allow_unsafe)
         agent.backend.load(folder / "deepspeed")  # weights and ZeRO optimizer partitions
-        agent.load_state_dict(torch.load(folder / "trainer_state.pt", weights_only=False))
+        agent.load_state_dict(_read_state(folder, "trainer_state", allow_unsafe))
         agent.sync()
-    state = torch.load(path / "cohort_state.pt", weights_only=False)
+    state = _read_state(path, "cohort_state", allow_unsafe)
     cohort.load_state_dict(state["cohort"])
-    _set_rng_state(torch.load(path / "rng" / f"rank-{dist.rank}.pt", weights_only=False))
+    _set_rng_state(_read_state(path / "rng", f"rank-{dist.rank}", allow_unsafe))
     return int(meta["step"])

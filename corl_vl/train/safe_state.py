@@ -1,0 +1,126 @@
+"""Training state (optimizer, scheduler, sampler, RNG) as safetensors + JSON: data that cannot run code.
+
+Why: checkpoints are passed between people, and a pickle (``torch.save`` / ``torch.load(weights_only=False)``)
+runs whatever code its author put in it when it is loaded. Here every tensor goes into ``NAME.safetensors`` and
+everything else (numbers, strings, lists, the nesting) into ``NAME.json``; loading parses both and never
+unpickles anything.
+
+The JSON keeps the structure exactly, so a state dict comes back as it went in: a tensor leaf is
+``{"$tensor": key}``, a tuple ``{"$tuple": [...]}``, a dict with non-string keys (an optimizer's per-parameter
+state is keyed by int) ``{"$items": [[key, value], ...]}``, a numpy array (numpy's RNG state)
+``{"$ndarray": [...], "dtype": "uint32"}``. Python floats survive JSON exactly (shortest round-trip repr).
+
+Old checkpoints (``*.pt`` pickles) are read by :func:`load_legacy`: with torch's restricted unpickler, which
+refuses any callable that is not a plain tensor/container rebuild, unless the user vouches for the file.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from corl_vl.errors import CorlError
+
+_MARKERS = ("$tensor", "$tuple", "$items", "$ndarray")
+UNSAFE_FLAG = "--allow-unsafe-checkpoint"
+
+
+def _encode(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    if isinstance(obj, torch.Tensor):
+        key = f"t{len(tensors)}"
+        # safetensors refuses views that share storage; a contiguous copy on CPU is always accepted
+        tensors[key] = obj.detach().to("cpu").contiguous().clone()
+        return {"$tensor": key}
+    if isinstance(obj, np.ndarray):
+        return {"$ndarray": obj.tolist(), "dtype": str(obj.dtype)}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, tuple):
+        return {"$tuple": [_encode(v, tensors) for v in obj]}
+    if isinstance(obj, list):
+        return [_encode(v, tensors) for v in obj]
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) and k not in _MARKERS for k in obj):
+            return {k: _encode(v, tensors) for k, v in obj.items()}
+        return {"$items": [[_encode(k, tensors), _encode(v, tensors)] for k, v in obj.items()]}
+    raise TypeError(f"cannot store {type(obj).__name__} in a checkpoint (only tensors and plain data)")
+
+
+def _decode(obj: Any, tensors: dict[str, torch.Tensor], where: str) -> Any:
+    if isinstance(obj, list):
+        return [_decode(v, tensors, where) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    if "$tensor" in obj:
+        key = obj["$tensor"]
+        if key not in tensors:
+            raise CorlError(f"{where}: refers to tensor '{key}', which its .safetensors file does not hold")
+        return tensors[key]
+    if "$tuple" in obj:
+        return tuple(_decode(v, tensors, where) for v in obj["$tuple"])
+    if "$items" in obj:
+        return {_freeze(_decode(k, tensors, where)): _decode(v, tensors, where) for k, v in obj["$items"]}
+    if "$ndarray" in obj:
+        return np.asarray(obj["$ndarray"], dtype=np.dtype(obj["dtype"]))
+    return {k: _decode(v, tensors, where) for k, v in obj.items()}
+
+
+def _freeze(key: Any) -> Any:
+    return tuple(_freeze(k) for k in key) if isinstance(key, list) else key
+
+
+def save_state(state: Any, folder: str | Path, name: str) -> None:
+    """Write ``state`` (nested dicts/lists/tuples of tensors, numpy arrays and plain values) as
+    ``folder/name.safetensors`` + ``folder/name.json``."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    tensors: dict[str, torch.Tensor] = {}
+    skeleton = _encode(state, tensors)
+    save_file(tensors, str(folder / f"{name}.safetensors"))
+    (folder / f"{name}.json").write_text(json.dumps(skeleton), encoding="utf-8")
+
+
+def has_state(folder: str | Path, name: str) -> bool:
+    return (Path(folder) / f"{name}.json").exists()
+
+
+def load_state(folder: str | Path, name: str) -> Any:
+    """Read what :func:`save_state` wrote; a missing or corrupt file is a one-line :class:`CorlError`."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    meta, data = folder / f"{name}.json", folder / f"{name}.safetensors"
+    try:
+        skeleton = json.loads(meta.read_text(encoding="utf-8"))
+        tensors = load_file(str(data), device="cpu")
+    except FileNotFoundError as err:
+        raise CorlError(f"{err.filename}: missing from the checkpoint (a damaged or partial copy?)") from None
+    except (ValueError, SafetensorError, OSError) as err:  # JSONDecodeError is a ValueError
+        raise CorlError(f"{folder}/{name}: unreadable checkpoint state ({err})") from None
+    return _decode(skeleton, tensors, str(meta))
+
+
+def load_legacy(path: str | Path, *, allow_unsafe: bool = False) -> Any:
+    """A ``.pt`` pickle from an older corl-vl (or DeepSpeed): loaded as data only (``weights_only=True``),
+    which never runs code; a file that needs more is refused unless ``allow_unsafe`` (the user's own file)."""
+    path = Path(path)
+    if allow_unsafe:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, AttributeError, TypeError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CorlError(
+            f"{path}: this checkpoint file is a pickle that needs more than plain tensors to load, and loading "
+            f"it could run code ({first[:160]}). Only if you made this checkpoint yourself, resume with "
+            f"{UNSAFE_FLAG}"
+        ) from None
