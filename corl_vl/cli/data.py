@@ -1,4 +1,5 @@
-"""``corl-vl data``: make and prepare training data (``data synth`` writes synthetic visual math).
+"""``corl-vl data``: make and prepare training data (``data synth`` writes synthetic visual math, ``data prepare``
+stages a named recipe such as ``mmr1-math`` into a local folder for machines without internet).
 
 Each action is a sub-subcommand registered by its own ``_register_<action>`` function below, so adding one
 (e.g. ``data rephrase``) touches only this file's ``register`` list and a new function.
@@ -22,6 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     actions.required = True
     _register_synth(actions)
     _register_rephrase(actions)
+    _register_prepare(actions)
     # Further actions register here, one `_register_<action>(actions)` function each.
 
 
@@ -134,4 +136,46 @@ def run_rephrase(args: argparse.Namespace) -> int:
         f"{result.n_replaced} kept the original question ({reasons})"
     )
     print(f"wrote {out} (use as agents.<name>.data_view; it loads with corl_vl.data.load_paired_view)")
+    return 0
+
+
+# --- data prepare ---------------------------------------------------------------------------------------
+
+
+def _register_prepare(actions: argparse._SubParsersAction) -> None:
+    from corl_vl.data.recipes import RECIPES
+
+    listing = "; ".join(f"{r.name}: {r.hub_id} ({r.keep_description})" for r in RECIPES.values())
+    parser = actions.add_parser(
+        "prepare",
+        help="download a data recipe (mmr1-math, open-r1-8k, math-l3-5) into a local folder",
+        description=(
+            "Read a recipe's hub dataset, normalise it (id, question, answer, images), apply its filter and save "
+            "it as a datasets save_to_disk folder that data.train accepts. Run it where there is internet (or "
+            f"point --source at a downloaded copy of the hub repository). Recipes: {listing}."
+        ),
+    )
+    parser.add_argument("name", metavar="NAME", help=f"recipe, optionally NAME@split ({', '.join(RECIPES)})")
+    parser.add_argument("--out", required=True, type=Path, help="output folder (written atomically)")
+    parser.add_argument(
+        "--source",
+        type=Path,
+        help="a local copy of the recipe's hub repository (e.g. from `hf download`) instead of the hub",
+    )
+    parser.add_argument("--limit", type=int, help="keep only the first N rows after filtering")
+    parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    parser.set_defaults(func=run_prepare)
+
+
+def run_prepare(args: argparse.Namespace) -> int:
+    from corl_vl.data.recipes import get_recipe, prepare, split_recipe_name
+
+    if args.limit is not None and args.limit < 1:
+        raise CorlError(f"--limit must be positive, got {args.limit}")
+    if args.source is not None and not args.source.is_dir():
+        raise CorlError(f"--source {args.source}: no such folder")
+    recipe = get_recipe(split_recipe_name(args.name)[0])
+    out, rows = prepare(args.name, args.out, source=args.source, limit=args.limit, overwrite=args.overwrite)
+    print(f"{recipe.name}: {rows} problems from {args.source or recipe.hub_id} ({recipe.keep_description})")
+    print(f"wrote {out} (train on it with --set data.train={out})")
     return 0

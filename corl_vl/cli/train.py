@@ -65,7 +65,13 @@ def run(args: argparse.Namespace) -> int:
     if args.config:
         cfg = load_config(args.config, overrides)
     else:
-        cfg = pair_config([p.strip() for p in args.pair.split(",")], overrides)
+        from corl_vl.data.recipes import pair_data_defaults
+
+        presets = [p.strip() for p in args.pair.split(",")]
+        overrides, choice = pair_data_defaults(presets, overrides)  # data by modality; --set still wins
+        if choice:
+            print(choice)
+        cfg = pair_config(presets, overrides)
     try:
         run_dir = train(cfg, resume=args.resume, progress=not args.no_progress)
     finally:

@@ -1,9 +1,13 @@
-"""Loading problems from the formats people keep them in: ``save_to_disk`` folders, parquet, JSON, JSONL.
+"""Loading problems from the formats people keep them in: ``save_to_disk`` folders, parquet, JSON, JSONL,
+hub dataset ids and local copies of hub repositories (:mod:`corl_vl.data.hub`), and named recipes
+(:mod:`corl_vl.data.recipes`).
 
 Training, evaluation and paired views all need the same thing — a list of :class:`Problem` with stable ids —
 from files whose column names differ. :class:`FieldMap` says which columns to use; everything else in a row
 is carried through in ``Problem.meta``. Problems are keyed by id everywhere in Co-RL, so an id column is
-required (``FieldMap(id=None)`` asks for row-index ids explicitly) and duplicate ids are an error.
+required (``FieldMap(id=None)`` asks for row-index ids explicitly) and duplicate ids are an error. The one
+exception: a source without ids in a known public layout (:mod:`corl_vl.data.layouts`) gets row-index ids
+and that layout's field map when no field map is given.
 
 Images stay lazy: paths stay paths (resolved against ``image_root``, else the source's folder) and embedded
 bytes become unloaded PIL images, so a large dataset does not hold decoded pixels. They are checked at load
@@ -25,7 +29,7 @@ from corl_vl.io import read_jsonl
 
 Columns = str | tuple[str, ...] | None
 
-__all__ = ["FieldMap", "load_problems"]
+__all__ = ["FieldMap", "decode_json_columns", "load_problems"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ def _pick(columns: list[str], spec: Columns, field: str, label: str, *, required
     return found
 
 
-def _decode_json_columns(table: Any) -> list[dict[str, Any]]:
+def decode_json_columns(table: Any) -> list[dict[str, Any]]:
     """Rows of a pyarrow table; columns of Arrow's JSON extension type (HF ``Json`` feature) are parsed."""
     rows = table.to_pylist()
     json_columns = [f.name for f in table.schema if getattr(f.type, "extension_name", None) == "arrow.json"]
@@ -100,7 +104,7 @@ def _read_disk_dataset(path: Path, split: str | None, limit: int | None) -> _Sou
         raise CorlError(f"{path}: is a single dataset without splits, but split={split!r} was given")
     stop = len(loaded) if limit is None else min(limit, len(loaded))
     table = loaded.with_format("arrow")[:stop]  # raw Arrow: images stay encoded, nothing is decoded
-    return _Source(label, path, list(loaded.column_names), _decode_json_columns(table))
+    return _Source(label, path, list(loaded.column_names), decode_json_columns(table))
 
 
 def _read_parquet(path: Path, limit: int | None) -> _Source:
@@ -112,7 +116,7 @@ def _read_parquet(path: Path, limit: int | None) -> _Source:
         raise CorlError(f"{path}: cannot read parquet ({err})") from None
     if limit is not None:
         table = table.slice(0, limit)
-    return _Source(str(path), path.parent, list(table.column_names), _decode_json_columns(table))
+    return _Source(str(path), path.parent, list(table.column_names), decode_json_columns(table))
 
 
 def _read_json(path: Path, id_column: str | None, limit: int | None) -> _Source:
@@ -147,13 +151,40 @@ def _read_json(path: Path, id_column: str | None, limit: int | None) -> _Source:
     return _Source(str(path), path.parent, columns, rows)
 
 
+def _read_named(text: str, split: str | None, limit: int | None) -> _Source:
+    """A recipe name (``mmr1-math[@split]``) or a hub id (``ORG/NAME[:config][@split]``)."""
+    from corl_vl.data.hub import load_rows, parse_hub_id
+    from corl_vl.data.recipes import RECIPES, load_recipe_rows, split_recipe_name
+
+    name, named_split = split_recipe_name(text)
+    if name in RECIPES:
+        label, columns, rows = load_recipe_rows(RECIPES[name], split=named_split or split, limit=limit)
+        return _Source(label, Path.cwd(), columns, rows)
+    ref = parse_hub_id(text)
+    if ref is None:
+        raise CorlError(f"{text}: no such file or folder")
+    split = ref.split or split or "train"
+    label = f"{ref.repo} [{split}]"
+    columns, rows = load_rows(ref.repo, config=ref.config, split=split, label=label, limit=limit)
+    return _Source(label, Path.cwd(), columns, rows)
+
+
 def _read(path: Path, split: str | None, fields: FieldMap, limit: int | None) -> _Source:
     if not path.exists():
-        raise CorlError(f"{path}: no such file or folder")
+        return _read_named(str(path), split, limit)
     if path.is_dir():
-        if not any((path / marker).exists() for marker in ("dataset_dict.json", "state.json")):
-            raise CorlError(f"{path}: a folder that is not a datasets save_to_disk folder")
-        return _read_disk_dataset(path, split, limit)
+        if any((path / marker).exists() for marker in ("dataset_dict.json", "state.json")):
+            return _read_disk_dataset(path, split, limit)
+        from corl_vl.data.hub import is_hub_folder, load_rows
+
+        if not is_hub_folder(path):
+            raise CorlError(
+                f"{path}: a folder that is neither a datasets save_to_disk folder nor a copy of a hub "
+                "dataset (data files such as data/train-00000-of-00001.parquet)"
+            )
+        split = split or "train"
+        columns, rows = load_rows(path, split=split, label=f"{path} [{split}]", limit=limit)
+        return _Source(f"{path} [{split}]", path, columns, rows)
     if split is not None:
         raise CorlError(f"{path}: a single file has no splits, but split={split!r} was given")
     if path.suffix == ".parquet":
@@ -161,6 +192,18 @@ def _read(path: Path, split: str | None, fields: FieldMap, limit: int | None) ->
     if path.suffix in (".json", ".jsonl"):
         return _read_json(path, fields.id, limit)
     raise CorlError(f"{path}: unsupported format (use a save_to_disk folder, .parquet, .json or .jsonl)")
+
+
+def _with_known_layout(src: _Source) -> _Source:
+    """Rows of a recognised public dataset (MMR1, multimodal-open-r1, MATH) in the default columns."""
+    from corl_vl.data.layouts import detect_layout
+
+    layout = detect_layout(src.columns)
+    if layout is None:
+        return src
+    rows = layout.normalize(src.rows)
+    columns = list(dict.fromkeys(key for row in rows for key in row)) if rows else ["id", "question"]
+    return _Source(src.label, src.base, columns, rows)
 
 
 def _images(value: Any, where: str, root: Path, check: bool) -> list[ImageLike]:
@@ -221,11 +264,13 @@ def load_problems(
     require_answer: bool = False,
     check_images: bool = True,
 ) -> list[Problem]:
-    """Read problems from a ``save_to_disk`` folder (Dataset or DatasetDict), ``.parquet``, ``.json`` or ``.jsonl``.
+    """Read problems from a ``save_to_disk`` folder (Dataset or DatasetDict), ``.parquet``, ``.json``, ``.jsonl``,
+    a local copy of a hub dataset, a hub id ``ORG/NAME[:config][@split]`` or a recipe name ``NAME[@split]``.
 
     Args:
-        source: the file or folder. JSON may be a list of rows or an object keyed by id.
-        split: the split of a DatasetDict (may be omitted when it has just one); files have no splits.
+        source: the file, folder, hub id or recipe. JSON may be a list of rows or an object keyed by id.
+        split: the split of a DatasetDict or hub dataset (a DatasetDict with one split may omit it; hub
+            sources default to ``train``; ``@split`` in a hub id or recipe name wins); files have no splits.
         fields: column mapping (see :class:`FieldMap`); unmapped columns go to ``Problem.meta``.
         image_root: folder for relative image paths; default the source file's folder (or the dataset folder).
         text_only: the text rendering for text LLMs: question from the ``text_question`` column, no images.
@@ -239,8 +284,11 @@ def load_problems(
     """
     if limit is not None and limit < 0:
         raise CorlError(f"limit must be >= 0, got {limit}")
+    known_layout = fields is None  # no field map given: a known dataset layout may supply it
     fields = fields or FieldMap()
     src = _read(Path(source).expanduser(), split, fields, limit)
+    if known_layout and fields.id not in src.columns:
+        src = _with_known_layout(src)
     label, columns = src.label, src.columns
     if fields.id is not None and fields.id not in columns:
         raise CorlError(
