@@ -9,11 +9,11 @@ import pytest
 import torch
 from test_cohort import CONFIGS, TINY, ForcedTexts
 
-from corl_vl.train.checkpoint import latest_checkpoint
-from corl_vl.train.cohort import Cohort
 from corl_vl.cli.train import train
 from corl_vl.config import load_config
 from corl_vl.errors import CorlError
+from corl_vl.train.checkpoint import latest_checkpoint
+from corl_vl.train.cohort import Cohort
 
 
 class Killed(Exception):
@@ -92,8 +92,24 @@ def test_checkpoint_folder_loads_with_from_pretrained(tmp_path):
     cfg = _config(run)
     cfg.train.max_steps = 1
     train(cfg, progress=False, build=_builder())
-    folder = latest_checkpoint(run) / "qwen"
+    assert latest_checkpoint(run).name == "step-000001"
+    link = run / "checkpoints" / "latest"  # a directory link: checkpoints/latest/<agent> is a model folder
+    assert link.is_symlink() and link.resolve() == latest_checkpoint(run).resolve()
+    from transformers import AutoConfig
+
     from model_adapters.registry import create_adapter
 
-    model = create_adapter(str(folder)).load_model()
+    assert AutoConfig.from_pretrained(link / "qwen").model_type
+    model = create_adapter(str(link / "qwen")).load_model()
     assert sum(p.numel() for p in model.parameters()) > 0
+
+
+def test_latest_pointer_of_older_runs_still_resolves(tmp_path):
+    root = tmp_path / "run" / "checkpoints"
+    for step in ("step-000002", "step-000004"):
+        (root / step).mkdir(parents=True)
+        (root / step / "meta.json").write_text("{}")
+    (root / "latest").write_text("step-000002")  # the text pointer runs wrote before it became a link
+    assert latest_checkpoint(tmp_path / "run") == root / "step-000002"
+    (root / "latest").unlink()
+    assert latest_checkpoint(tmp_path / "run") == root / "step-000004"  # no pointer: the newest complete one

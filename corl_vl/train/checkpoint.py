@@ -17,7 +17,9 @@ Layout::
         meta.json                  step, agent names, format (written last: a folder without it is not a checkpoint)
         <agent>/                   config.json, model.safetensors, processor files, trainer_state.{safetensors,json},
                                    corl_prompt.json (the exact chat template and pinned date the agent trained with)
-    RUN_DIR/checkpoints/latest     name of the newest complete checkpoint
+    RUN_DIR/checkpoints/latest     → the newest complete checkpoint (a directory symlink, so
+                                   ``latest/<agent>`` loads with ``from_pretrained``; a text file with its
+                                   name where the file system has no symlinks, as in older runs)
 
 Atomicity: everything is written into a hidden temporary folder, then renamed into place; ``latest`` is
 replaced with ``os.replace``. A crash mid-save leaves the previous checkpoint untouched, and a hidden
@@ -34,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import secrets
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -130,18 +133,40 @@ def _save_single(run_dir: Path, cohort: Any) -> Path:
         meta = {"step": cohort.step_index, "agents": [a.name for a in cohort.agents], "format": FORMAT}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
         _normalise_permissions(tmp)
-    write_text_atomic(root / "latest", name)
+    _point_latest(root, name)
     return final
 
 
+def _point_latest(root: Path, name: str) -> None:
+    """Make ``root/latest`` point at checkpoint ``name``: a relative directory symlink swapped in with
+    ``os.replace`` (readers see the old link or the new one), else the name in a text file."""
+    link = root / "latest"
+    tmp = root / f".latest.{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        os.symlink(name, tmp, target_is_directory=True)
+    except (OSError, NotImplementedError):  # no symlinks here (some network / Windows file systems)
+        if link.is_symlink():
+            link.unlink()
+        write_text_atomic(link, name)
+        return
+    try:
+        os.replace(tmp, link)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint of a run, or None."""
+    """The newest complete checkpoint of a run (its ``step-*`` folder, not the ``latest`` link), or None."""
     root = Path(run_dir) / CHECKPOINTS
     pointer = root / "latest"
-    if pointer.exists():
-        path = root / pointer.read_text().strip()
-        if (path / "meta.json").exists():
-            return path
+    name = None
+    if pointer.is_symlink():
+        name = Path(os.readlink(pointer)).name
+    elif pointer.is_file():  # runs saved before ``latest`` became a link, or without symlink support
+        name = pointer.read_text().strip()
+    if name and (root / name / "meta.json").exists():
+        return root / name
     done = sorted(p for p in root.glob("step-*") if (p / "meta.json").exists()) if root.exists() else []
     return done[-1] if done else None
 
@@ -259,7 +284,7 @@ def _save_distributed(run_dir: Path, cohort: Any) -> Path:
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
         _normalise_permissions(tmp)
         replace_dir_atomic(tmp, final)
-        write_text_atomic(root / "latest", name)
+        _point_latest(root, name)
     dist.barrier()
     return final
 
