@@ -30,6 +30,7 @@ class HeldoutResult:
     n: int
     counts: dict[str, int] = field(default_factory=dict)
     answers: dict[str, str | None] = field(default_factory=dict)  # problem id → extracted answer
+    correct: dict[str, bool] = field(default_factory=dict)  # problem id → graded right (for κ between models)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -113,12 +114,14 @@ def evaluate(
         adapter, model, problems, max_new_tokens=max_new_tokens, batch_size=batch_size, prompts=prompts
     )
     hits: dict[str, list[bool]] = {}
+    correct: dict[str, bool] = {}
     parsed = 0
     for problem in problems:
         answer = answers[problem.id]
         parsed += answer is not None
         ok = answer is not None and equivalent(problem.answer, answer, problem.choices)
         hits.setdefault(str(problem.meta.get("skill", "all")), []).append(bool(ok))
+        correct[problem.id] = bool(ok)
     total = sum(sum(v) for v in hits.values())
     return HeldoutResult(
         overall=total / len(problems),
@@ -127,6 +130,7 @@ def evaluate(
         n=len(problems),
         counts={skill: len(v) for skill, v in sorted(hits.items())},
         answers=answers,
+        correct=correct,
     )
 
 

@@ -43,7 +43,7 @@ from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.paths import cache_dir
 
-VERSION = 2  # bump when the recipe below changes: cached folders are keyed by it
+VERSION = 3  # bump when the recipe below changes: cached folders are keyed by it
 DONE = "warm_start.json"  # written last inside the folder: its presence marks a complete build
 
 
@@ -62,7 +62,9 @@ class WarmStartSpec:
         labels_per_skill: labelled problems per strong skill (the synthetic ``train`` split).
         text_view: train on the problems' text rendering (the picture described in words) instead of pixels.
         steps, batch_size, lr: the optimisation (AdamW, linear warm-up 10 %, cosine to 0, grad clip 1).
-        seed: weights' shuffling, label subset, batch order.
+        seed: label subset, which weak labels are mistaken, batch order.
+        init_seed: the random initialisation of a tiny preset (``model`` names one): another seed is another
+            random network, so warm-start seeds differ in their starting weights too. Ignored for folders.
         data_seed: the synthetic generator seed of the labelled pool (keep it apart from the RL data seed).
         target: completion template; ``{answer}`` is replaced by the gold answer.
         adapter_kwargs: passed to the adapter (same as the cohort's agent config).
@@ -79,6 +81,7 @@ class WarmStartSpec:
     batch_size: int = 16
     lr: float = 1e-3
     seed: int = 0
+    init_seed: int = 0
     data_seed: int = 1000
     target: str = "\\boxed{{{answer}}}"
     adapter_kwargs: dict[str, Any] = field(default_factory=dict, hash=False)
@@ -132,6 +135,19 @@ def labelled_pool(spec: WarmStartSpec) -> list[Problem]:
     return pool
 
 
+def _initial_adapter(spec: WarmStartSpec) -> Any:
+    """The adapter of the starting model: the tiny preset rebuilt with ``init_seed`` (cached), else ``spec.model``."""
+    from model_adapters.presets import PRESETS
+    from model_adapters.registry import create_adapter
+    from model_adapters.tiny import ensure_tiny
+
+    preset = PRESETS.get(spec.model)
+    if spec.init_seed and preset is not None and preset.tiny:
+        path = ensure_tiny(spec.model, seed=spec.init_seed)
+        return create_adapter(path, adapter=preset.adapter, **{**preset.defaults, **spec.adapter_kwargs})
+    return create_adapter(spec.model, **spec.adapter_kwargs)
+
+
 def target_text(spec: WarmStartSpec, problem: Problem) -> str:
     if problem.answer is None:
         raise CorlError(f"warm start: problem {problem.id} has no label")
@@ -161,9 +177,7 @@ def train_warm_start(
     """
     import torch
 
-    from model_adapters.registry import create_adapter
-
-    adapter = create_adapter(spec.model, **spec.adapter_kwargs)
+    adapter = _initial_adapter(spec)
     pool = labelled_pool(spec)
     if not pool:
         raise CorlError("warm start: no labelled problems (no strong skills and weak_fraction = 0?)")
