@@ -11,6 +11,7 @@ K, lengths and prompts per step in their YAML.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import types
 import typing
 from dataclasses import dataclass, field
@@ -24,6 +25,9 @@ from corl_vl.errors import CorlError
 REWARDS = ("co_rl", "ttrl", "intuitor", "rent", "empo", "gt")
 ENGINES = ("hf", "vllm")
 TOPOLOGIES = ("mutual", "ring", "all_peers", "graph")
+GROUP_NORMALISED = ("grpo", "dr_grpo")  # advantages centred on the group mean: need k ≥ 2 completions
+WEIGHTINGS = ("uniform", "agreement", "dawid_skene")  # = corl_vl.rewards.reliability.WEIGHTINGS
+PEER_REWARDS = ("hard", "soft")
 
 
 @dataclass
@@ -39,6 +43,16 @@ class AgentConfig:
     data_view: str | None = None  # paired (e.g. rephrased) view of the training data; None → the original
     lr: float | None = None  # None → train.lr
     importance_ratio_cap: float | None = None  # None → grpo's, else the adapter's default
+    # YYYY-MM-DD the chat template's clock is pinned to (Llama-3.2 stamps "Today Date"); None → the adapter's
+    # default. `corl-vl train` writes the resolved date into the run's config.yaml.
+    template_date: str | None = None
+
+    def adapter_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``create_adapter``: ``adapter_kwargs`` plus the pinned template date."""
+        options = dict(self.adapter_kwargs)
+        if self.template_date is not None:
+            options["template_date"] = self.template_date
+        return options
 
 
 @dataclass
@@ -49,6 +63,12 @@ class TopologyConfig:
     edges: dict[str, list[str]] = field(default_factory=dict)  # graph: agent → its supervisors
     min_share: float = 0.0  # no label when the top answer's vote share is below this
     ties: str = "none"  # what a tie gives: "none" (no label) or "first"
+    # how much each supervisor's vote counts: uniform | agreement | dawid_skene (log-odds of label-free
+    # reliability, corl_vl.rewards.reliability); min_weight_share: no label below this weighted winning share
+    weighting: str = "uniform"
+    min_weight_share: float = 0.0
+    reliability_ema: float = 0.5  # weight of the past in the per-step reliability's moving average
+    reliability_tag: str | None = None  # a problem meta key (e.g. "skill"): track reliability per its value
 
 
 @dataclass
@@ -106,8 +126,15 @@ class TrainConfig:
     save_every: int = 0  # 0 → only at the end
     output_dir: str = "runs/cohort"
     reward: str = "co_rl"  # co_rl | ttrl | intuitor | rent | empo | gt
+    peer_reward: str = (
+        "hard"  # co_rl: hard (1 if = label) | soft (weighted share of peer votes for the answer)
+    )
     gradient_checkpointing: bool = False
     plot: bool = True  # PNG curves at the end of the run
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | none
+    stall_steps: int = (
+        20  # warn when label/coverage or answer/parsed_frac stays 0 this long, stop at 2x; 0 = off
+    )
 
 
 @dataclass
@@ -118,19 +145,23 @@ class DistributedConfig:
     optimizers. The ranks are split evenly and contiguously among the agents (see :mod:`corl_vl.train.distributed`).
     """
 
-    deepspeed: str | None = None  # DeepSpeed JSON (configs/deepspeed/zero2.json | zero3.json); needed if > 1 proc
+    deepspeed: str | None = (
+        None  # DeepSpeed JSON (configs/deepspeed/zero2.json | zero3.json); needed if > 1 proc
+    )
     zero_stage: int | None = None  # overrides the JSON's zero_optimization.stage (2 or 3)
     backend: str = "auto"  # torch.distributed backend: auto (nccl on GPU, gloo on CPU) | gloo | nccl
 
 
 @dataclass
 class EvalConfig:
-    """Optional periodic evaluation (never used to select checkpoints)."""
+    """Periodic validation during training (:mod:`corl_vl.train.validation`)."""
 
     every: int = 0  # 0 → off
-    source: str | None = None
+    source: str | None = None  # "synthetic", a file or a dataset folder; None → data.train
+    split: str = "validation"  # a test split only when named here (selecting on test leaks, docs/training.md)
     limit: int | None = None
     max_new_tokens: int = 512
+    select_best: str = "none"  # none | peer_agreement (label-free) | accuracy (labelled validation set)
 
 
 @dataclass
@@ -216,6 +247,7 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
             raise bad(f"agents.{i}.model", "missing (a preset name or a checkpoint folder)")
         if not agent.name:
             agent.name = agent.model.rstrip("/").split("/")[-1]
+        _check_template_date(agent, f"agents.{i}", bad)
     names = cfg.agent_names()
     if len(set(names)) != len(names):
         raise bad("agents", f"agent names must be unique, got {names}")
@@ -224,6 +256,8 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
         "rollout.engine": (cfg.rollout.engine, ENGINES),
         "topology.kind": (cfg.topology.kind, TOPOLOGIES),
         "topology.ties": (cfg.topology.ties, ("none", "first")),
+        "topology.weighting": (cfg.topology.weighting, WEIGHTINGS),
+        "train.peer_reward": (cfg.train.peer_reward, PEER_REWARDS),
         "train.scheduler": (cfg.train.scheduler, ("cosine", "constant")),
         "grpo.loss_type": (cfg.grpo.loss_type, ("bnpo", "grpo", "dr_grpo")),
         "grpo.advantage": (cfg.grpo.advantage, ("grpo", "dr_grpo")),
@@ -243,6 +277,12 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
     for key, value in positive.items():
         if value < 1:
             raise bad(key, f"must be ≥ 1, got {value}")
+    if cfg.grpo.k < 2 and cfg.grpo.advantage in GROUP_NORMALISED:
+        raise bad(
+            "grpo.k",
+            f"must be ≥ 2 with grpo.advantage={cfg.grpo.advantage}: rewards are centred within each problem's "
+            f"{cfg.grpo.k} completion(s), so a single completion always gets advantage 0 and nothing trains",
+        )
     if cfg.grpo.temperature <= 0:
         raise bad("grpo.temperature", f"must be > 0, got {cfg.grpo.temperature}")
     if not 0 < cfg.grpo.top_p <= 1:
@@ -255,6 +295,10 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
         raise bad(
             "topology.kind", f"mutual needs exactly 2 agents, got {len(cfg.agents)} (use ring or all_peers)"
         )
+    if not 0.0 <= cfg.topology.min_weight_share <= 1.0:
+        raise bad("topology.min_weight_share", f"must be in [0, 1], got {cfg.topology.min_weight_share}")
+    if not 0.0 <= cfg.topology.reliability_ema < 1.0:
+        raise bad("topology.reliability_ema", f"must be in [0, 1), got {cfg.topology.reliability_ema}")
     dist = cfg.distributed
     if dist.zero_stage not in (None, 2, 3):
         raise bad("distributed.zero_stage", f"must be 2 or 3, got {dist.zero_stage}")
@@ -292,6 +336,21 @@ def _build(cls: type, raw: Any, prefix: str, source: str) -> Any:
         )
     kwargs = {name: _coerce(hints[name], value, f"{prefix}{name}", source) for name, value in raw.items()}
     return cls(**kwargs)
+
+
+def _check_template_date(agent: AgentConfig, key: str, bad: Any) -> None:
+    """One place for the pinned date: the field, or ``adapter_kwargs.template_date``; YYYY-MM-DD."""
+    given = agent.adapter_kwargs.pop("template_date", None)
+    if given is not None:
+        given = given.isoformat() if isinstance(given, datetime.date) else str(given)
+        if agent.template_date not in (None, given):
+            raise bad(f"{key}.template_date", f"{agent.template_date} differs from adapter_kwargs ({given})")
+        agent.template_date = given
+    if agent.template_date is not None:
+        try:
+            datetime.date.fromisoformat(agent.template_date)
+        except ValueError:
+            raise bad(f"{key}.template_date", f"expected YYYY-MM-DD, got {agent.template_date!r}") from None
 
 
 def _coerce(tp: Any, value: Any, key: str, source: str) -> Any:
@@ -336,6 +395,8 @@ def _coerce(tp: Any, value: Any, key: str, source: str) -> Any:
     if tp is str:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
+        if isinstance(value, (datetime.date, datetime.datetime)):  # YAML reads 2024-07-26 as a date
+            return value.isoformat()
         raise bad()
     if origin is list:
         if not isinstance(value, list):
@@ -414,4 +475,7 @@ def to_dict(cfg: CohortConfig) -> dict[str, Any]:
 
 
 def save_config(cfg: CohortConfig, path: Path) -> None:
-    path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    """Write ``config.yaml`` atomically (a full disk leaves the old file or none, never an empty one)."""
+    from corl_vl.io import write_text_atomic
+
+    write_text_atomic(path, yaml.safe_dump(to_dict(cfg), sort_keys=False))

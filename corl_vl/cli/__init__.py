@@ -16,7 +16,9 @@ from collections.abc import Sequence
 
 from corl_vl import __version__
 from corl_vl.errors import CorlError
+from corl_vl.io import os_error_line
 from corl_vl.paths import configure_cache_env
+from corl_vl.train.interrupts import Interrupted
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +44,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except CorlError as err:
         print(f"corl-vl {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except (
+        Interrupted
+    ) as err:  # training stopped on SIGINT/SIGTERM after saving; the message says how to resume
+        print(f"corl-vl {args.command}: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:  # Ctrl-C outside a training loop (loading, grading …): nothing to save
+        print(f"\ncorl-vl {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as err:  # disk full, read-only, permission denied … anywhere: one line, not a traceback
+        line = os_error_line(err)
+        if line is None:
+            raise
+        print(f"corl-vl {args.command}: error: {line}", file=sys.stderr)
         return 2
 
 

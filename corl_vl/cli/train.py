@@ -49,6 +49,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--baseline", choices=baselines, help="train with this reward instead of Co-RL's peer reward"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    parser.add_argument(
+        "--allow-config-change", nargs="+", default=[], metavar="KEY",
+        help="with --resume: accept these changed training settings (e.g. train.lr grpo.k); recorded in "
+        "config.yaml's history",
+    )  # fmt: skip
+    parser.add_argument(
+        "--allow-unsafe-checkpoint", action="store_true",
+        help="with --resume: load an older checkpoint's pickled state even though pickles can run code "
+        "(only for checkpoints you made yourself)",
+    )  # fmt: skip
     parser.set_defaults(func=run)
 
 
@@ -73,14 +83,30 @@ def run(args: argparse.Namespace) -> int:
             print(choice)
         cfg = pair_config(presets, overrides)
     try:
-        run_dir = train(cfg, resume=args.resume, progress=not args.no_progress)
+        run_dir = train(
+            cfg, resume=args.resume, progress=not args.no_progress,
+            allow_config_change=args.allow_config_change, allow_unsafe_checkpoint=args.allow_unsafe_checkpoint,
+        )  # fmt: skip
     finally:
-        import torch.distributed
+        import sys
 
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
+        if "torch" in sys.modules:  # an error before training must not pay for importing torch
+            import torch.distributed
+
+            if torch.distributed.is_available() and torch.distributed.is_initialized():
+                torch.distributed.destroy_process_group()
     print(f"run folder: {run_dir}")
     return 0
+
+
+def pin_template_dates(cfg: CohortConfig) -> None:
+    """Resolve each agent's template date now, so config.yaml records the date its prompts are rendered with
+    (and a resume compares dates, not "default" with "default")."""
+    from model_adapters.registry import default_template_date
+
+    for agent in cfg.agents:
+        if agent.template_date is None:
+            agent.template_date = default_template_date(agent.model, adapter=agent.adapter)
 
 
 def train(
@@ -90,23 +116,35 @@ def train(
     progress: bool = True,
     device: str | None = None,
     build: Callable[[CohortConfig, str], Any] | None = None,
+    allow_config_change: list[str] | None = None,
+    allow_unsafe_checkpoint: bool = False,
 ) -> Path:
     """Run (or resume) a cohort to ``train.max_steps``; returns the run folder.
 
     ``build(cfg, device)`` makes the cohort (default :meth:`Cohort.from_config`); tests use it to control inputs.
 
     Saves a checkpoint every ``train.save_every`` steps and always at the end; writes metrics as it goes and
-    PNG curves at the end. A run folder that already has checkpoints is only continued with ``resume=True``.
+    PNG curves at the end. A run folder that already has checkpoints is only continued with ``resume=True``,
+    and only with the settings it was started with (:mod:`corl_vl.train.resume_check`; ``allow_config_change``
+    names keys that may differ). Everything that can be checked without the models is checked before they load
+    (:mod:`corl_vl.train.preflight`), and nothing is written to the run folder before that. SIGINT/SIGTERM end
+    the run after the current step with a checkpoint (:mod:`corl_vl.train.interrupts`).
     """
-    import time
+    from corl_vl.train.preflight import check_data, check_deepspeed, check_models_available
+
+    check_deepspeed(cfg)
+    check_models_available(cfg)  # before torch is imported, and before anything reads a hub model's files
+    pin_template_dates(cfg)
 
     import torch
 
-    from corl_vl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+    from corl_vl.train.callbacks import standard_callbacks
+    from corl_vl.train.checkpoint import latest_checkpoint, load_checkpoint
     from corl_vl.train.cohort import Cohort
-    from corl_vl.config import save_config
     from corl_vl.train.distributed import launched_world_size, setup
-    from corl_vl.train.reporting import RunLogger, plot_run, truncate_metrics
+    from corl_vl.train.interrupts import StopOnSignal, StopRequest, resume_command
+    from corl_vl.train.loop import fit
+    from corl_vl.train.reporting import plot_run, truncate_metrics
 
     dist = None
     if launched_world_size() > 1:
@@ -124,10 +162,16 @@ def train(
         )
     if resume and previous is None and (run_dir / "agents").exists():
         raise CorlError(f"{run_dir}: --resume, but the run has metrics and no complete checkpoint")
+    if allow_config_change and not (resume and previous is not None):
+        raise CorlError(
+            "--allow-config-change only applies when resuming a run that has a checkpoint (--resume)"
+        )
+    if build is None:  # a custom builder brings its own problems
+        check_data(cfg)
+    record = _run_record(cfg, run_dir, previous if resume else None, allow_config_change)
     main = dist is None or dist.is_main
     if main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, run_dir / "config.yaml")
+        _start_run_folder(run_dir, record)
     torch.manual_seed(cfg.train.seed)
     if device is None and torch.cuda.is_available():
         device = f"cuda:{torch.cuda.current_device()}" if dist is not None else "cuda"
@@ -136,25 +180,65 @@ def train(
         cohort = Cohort.from_config(cfg, device=device, dist=dist)
     else:  # tests: build(cfg, device) or, distributed, build(cfg, device, dist)
         cohort = build(cfg, device) if dist is None else build(cfg, device, dist)
-    start = load_checkpoint(previous, cohort) if (resume and previous is not None) else 0
-    # metrics: each agent's group rank 0 writes its agent's files; the progress bar is global rank 0's
-    names = [a.name for a in cohort.agents] if dist is None or dist.is_group_leader else []
-    truncate_metrics(run_dir, names, start)
-    every = cfg.train.save_every
-    with RunLogger(
-        run_dir, names, total_steps=cfg.train.max_steps, start_step=start, progress=progress and main
-    ) as log:
-        for step in range(start, cfg.train.max_steps):
-            t0 = time.perf_counter()
-            metrics = cohort.step()
-            log.log(step, metrics, time.perf_counter() - t0)
-            done = step + 1
-            if every and done % every == 0 and done < cfg.train.max_steps:
-                save_checkpoint(run_dir, cohort)
-    if start < cfg.train.max_steps or previous is None:
-        save_checkpoint(run_dir, cohort)
+    start = (
+        load_checkpoint(previous, cohort, allow_unsafe=allow_unsafe_checkpoint)
+        if (resume and previous is not None)
+        else 0
+    )
+    # metrics: each agent's group rank 0 writes its agent's files (the rows past the checkpoint are dropped)
+    truncate_metrics(
+        run_dir, [a.name for a in cohort.agents] if dist is None or dist.is_group_leader else [], start
+    )
+    resumed_at_end = previous is not None and start >= cfg.train.max_steps
+    callbacks = standard_callbacks(
+        cohort, run_dir, progress=progress, resumed_at_end=resumed_at_end, dist=dist
+    )
+    with StopRequest(dist) as stop:  # Ctrl-C / SIGTERM: end after this step, save, exit 130 / 143
+        run = fit(cohort, [*callbacks, StopOnSignal(stop)], start_step=start, run_dir=run_dir)
+    if stop.signum is not None:
+        raise stop.interrupted(
+            f"stopped by {run.stop_reason} after step {run.completed}; checkpoint saved in "
+            f"{latest_checkpoint(run_dir)}. Resume with: {resume_command()}"
+        )
     if dist is not None:
         dist.barrier()  # every agent's metrics are written before the plots read them
     if cfg.train.plot and main:
         plot_run(run_dir)
     return run_dir
+
+
+def _run_record(
+    cfg: CohortConfig, run_dir: Path, previous: Path | None, allow: list[str] | None
+) -> dict[str, Any]:
+    """What ``config.yaml`` will hold: the config, and when resuming, the checked changes in its history."""
+    import json
+
+    from corl_vl.config import to_dict
+    from corl_vl.train.resume_check import check_resume
+
+    current = to_dict(cfg)
+    if previous is None:
+        return current
+    step = json.loads((previous / "meta.json").read_text()).get("step")
+    return check_resume(run_dir / "config.yaml", current, allow=allow, step=step)
+
+
+def _start_run_folder(run_dir: Path, record: dict[str, Any]) -> None:
+    """Create the run folder (a read-only or full disk fails here, before any model loads), remove what an
+    interrupted save left behind (saying so), and write ``config.yaml`` atomically."""
+    import sys
+
+    import yaml
+
+    from corl_vl.io import os_error_line, write_text_atomic
+    from corl_vl.train.checkpoint import remove_stale_temps
+
+    if run_dir.exists() and not run_dir.is_dir():
+        raise CorlError(f"{run_dir}: is a file; --output-dir must be a folder")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CorlError(f"--output-dir {run_dir}: {os_error_line(err) or err}") from None
+    for path in remove_stale_temps(run_dir):
+        print(f"removed {path} (left by an interrupted checkpoint save)", file=sys.stderr)
+    write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(record, sort_keys=False))

@@ -1,0 +1,150 @@
+"""Checks that run before any model is loaded: everything that can fail early fails early, in one line.
+
+Why: loading a cohort takes seconds on CPU and minutes on a GPU node; an error found only afterwards (more
+problems per step than the data has, GT reward on data without gold answers, a hub id on a machine without
+internet) wasted that time and used to leave ``config.yaml``, TensorBoard folders and empty metrics behind.
+:func:`preflight` is called by ``corl-vl train`` before the models load, and nothing is written to the run
+folder until it has passed.
+
+Hub ids: on a cluster node without internet (or with ``HF_HUB_OFFLINE`` set) a model that is not in the local
+Hugging Face cache used to cost half a minute of retries and two tracebacks. Here the cache is looked at first;
+a missing model with the hub switched off or unreachable is one line that says how to get it. When every hub
+model is cached but the hub is unreachable, offline mode is switched on so the loaders do not retry either.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from corl_vl.config import CohortConfig
+from corl_vl.errors import CorlError
+
+HUB_PROBE_SECONDS = 5.0  # one request, no retries: an answer in time means "reachable"
+_TRUE = {"1", "on", "yes", "true"}
+
+
+def _hub_id(model: str) -> str | None:
+    """The hub id ``model`` would download (a real preset's, or an ``org/name``), or None (tiny, local)."""
+    from model_adapters.presets import PRESETS, get_preset
+
+    if model in PRESETS:
+        return get_preset(model).hub_id
+    if Path(model).is_dir() or model.count("/") != 1 or model.startswith((".", "/", "~")):
+        return None
+    return model
+
+
+def _offline_env() -> bool:
+    return any(
+        os.environ.get(k, "").strip().lower() in _TRUE for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def _cached(repo_id: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+
+
+def hub_reachable(timeout: float = HUB_PROBE_SECONDS) -> bool:
+    """One HEAD request to the hub's endpoint; any answer (even an HTTP error) means it is reachable."""
+    from huggingface_hub import constants
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(constants.ENDPOINT, method="HEAD"), timeout=timeout)
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):  # URLError, timeouts, refused connections, DNS failures
+        return False
+    return True
+
+
+def _go_offline() -> None:
+    """The hub is unreachable but everything needed is cached: make the loaders read the cache, not retry."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        from huggingface_hub import constants
+
+        constants.HF_HUB_OFFLINE = True  # read at import time; the loaders may already have imported it
+    except ImportError:
+        pass
+
+
+def check_models_available(cfg: CohortConfig) -> None:
+    """Every agent's model is a tiny preset, a local folder, or a hub id that can be had without waiting."""
+    missing = []
+    for i, agent in enumerate(cfg.agents):
+        spec = str(agent.model)
+        if spec.startswith(("/", ".", "~")) and not Path(spec).expanduser().is_dir():
+            raise CorlError(f"agents.{i}.model: folder {spec} does not exist")
+        repo = _hub_id(spec)
+        if repo is not None and not _cached(repo):
+            missing.append((i, agent.name, repo))
+    hub_ids = [_hub_id(str(a.model)) for a in cfg.agents]
+    if not any(hub_ids):
+        return
+    offline = _offline_env()
+    reachable = False if offline else hub_reachable()
+    if missing and not reachable:
+        i, name, repo = missing[0]
+        why = (
+            "HF_HUB_OFFLINE is set" if offline else "the Hugging Face hub cannot be reached from this machine"
+        )
+        others = f" (and {len(missing) - 1} more agent(s))" if len(missing) > 1 else ""
+        raise CorlError(
+            f"model {repo} of agent '{name}'{others} is not in the local Hugging Face cache and {why}: "
+            f"download it where there is internet (huggingface-cli download {repo} --local-dir DIR), then pass "
+            f"the folder (--set agents.{i}.model=DIR) or set HF_HOME to the cache that holds it"
+        )
+    if not reachable:
+        _go_offline()
+
+
+def check_data(cfg: CohortConfig) -> list[Any]:
+    """Load the training problems once and check what the step needs of them; returns them."""
+    from corl_vl.train.cohort import load_base_problems
+
+    d = cfg.data
+    problems = load_base_problems(cfg)
+    if not problems:
+        raise CorlError(f"data.train: {d.train} has no problems")
+    if d.problems_per_step > len(problems):
+        raise CorlError(
+            f"data.problems_per_step={d.problems_per_step} but {d.train} has only {len(problems)} problems; "
+            f"lower data.problems_per_step or raise data.limit"
+        )
+    if cfg.train.reward == "gt":
+        no_gold = [p.id for p in problems if p.answer in (None, "")]
+        if no_gold:
+            raise CorlError(
+                f"train.reward=gt needs a gold answer for every problem, but {len(no_gold)} of {len(problems)} in "
+                f"{d.train} have none (first: {no_gold[0]!r}); use a labelled dataset or another reward"
+            )
+    for i, agent in enumerate(cfg.agents):
+        if agent.data_view and not Path(agent.data_view).exists():
+            raise CorlError(f"agents.{i}.data_view: {agent.data_view} does not exist")
+    return problems
+
+
+def check_deepspeed(cfg: CohortConfig) -> None:
+    path = cfg.distributed.deepspeed
+    if not path:
+        return
+    try:
+        json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise CorlError(f"distributed.deepspeed: {path} does not exist") from None
+    except (OSError, ValueError) as err:
+        raise CorlError(f"distributed.deepspeed: {path} is not readable JSON ({err})") from None
+
+
+def preflight(cfg: CohortConfig) -> None:
+    """The config-only checks in the order ``corl-vl train`` runs them (the run folder is checked after)."""
+    check_deepspeed(cfg)
+    check_models_available(cfg)
+    check_data(cfg)
