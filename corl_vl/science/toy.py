@@ -32,6 +32,9 @@ from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.science.heldout import HeldoutResult, evaluate, heldout_problems
 from corl_vl.science.warm_start import WarmStartSpec, complementary_specs, ensure_warm_start
+from corl_vl.train.callbacks import StepHook
+from corl_vl.train.loop import Callback, fit
+from corl_vl.train.validation import PeriodicEval
 
 
 @dataclass
@@ -157,22 +160,13 @@ def run_with_heldout(
     """Train ``cohort`` for ``steps`` cohort steps, evaluating held-out accuracy at step 0, every ``every``
     steps and at the end. Returns ``{"evals": [{"step", agent: result dict}], "metrics": {agent: [...]},
     "seconds"}`` — the record the toy benchmark aggregates over seeds and methods."""
-    t0 = time.perf_counter()
-    evals: list[dict[str, Any]] = []
-    metrics: dict[str, list[dict[str, float]]] = {a.name: [] for a in cohort.agents}
+    started = time.perf_counter()
 
-    def snapshot(step: int) -> None:
-        res = evaluate_cohort(cohort, heldout, max_new_tokens)
-        evals.append({"step": step, **{name: r.as_dict() for name, r in res.items()}})
+    def heldout_accuracy(trained: Any) -> dict[str, dict[str, Any]]:
+        return {name: r.as_dict() for name, r in evaluate_cohort(trained, heldout, max_new_tokens).items()}
 
-    snapshot(0)
-    for step in range(steps):
-        m = cohort.step()
-        for name in metrics:
-            metrics[name].append({"step": step, **m[name]})
-        if on_step is not None:
-            on_step(step, m)
-        done = step + 1
-        if (every and done % every == 0) or done == steps:
-            snapshot(done)
-    return {"evals": evals, "metrics": metrics, "seconds": time.perf_counter() - t0}
+    callbacks: list[Callback] = [PeriodicEval(heldout_accuracy, every, at_start=True)]
+    if on_step is not None:
+        callbacks.append(StepHook(on_step))
+    run = fit(cohort, callbacks, max_steps=steps, start_step=0)
+    return {"evals": run.evals, "metrics": run.history, "seconds": time.perf_counter() - started}

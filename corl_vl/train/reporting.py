@@ -1,6 +1,7 @@
-"""Run observability: a rich progress bar, per-agent ``metrics.jsonl`` and TensorBoard, PNG curves.
+"""Run records: per-agent ``metrics.jsonl`` (written by :class:`corl_vl.train.callbacks.MetricsLog`), reading
+them back, and PNG curves.
 
-Why three sinks: the progress bar is for the person watching (step, reward, agreement, s/step); the JSONL
+Why several sinks: the progress bar is for the person watching (step, reward, agreement, s/step); the JSONL
 files are the durable record (one line per step per agent; a resumed run first drops lines past its
 checkpoint, so the file reads as one uninterrupted run); TensorBoard and the PNGs are for comparing curves.
 
@@ -13,9 +14,7 @@ Layout::
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,82 +63,7 @@ def read_metrics(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-class RunLogger:
-    """Writes every step's metrics to all sinks; use as a context manager around the training loop."""
-
-    def __init__(
-        self,
-        run_dir: Path,
-        agents: list[str],
-        *,
-        total_steps: int,
-        start_step: int = 0,
-        progress: bool = True,
-    ) -> None:
-        self.run_dir = run_dir
-        self.agents = agents
-        self.total_steps = total_steps
-        self.start_step = start_step
-        self.show_progress = progress
-        self._writers: dict[str, Any] = {}
-        self._files: dict[str, Any] = {}
-        self._progress: Any = None
-        self._task: Any = None
-
-    def __enter__(self) -> RunLogger:
-        from torch.utils.tensorboard import SummaryWriter
-
-        for name in self.agents:
-            path = metrics_path(self.run_dir, name)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._files[name] = path.open("a")
-            self._writers[name] = SummaryWriter(
-                str(self.run_dir / "tensorboard" / name), purge_step=self.start_step
-            )
-        if self.show_progress:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self._progress = Progress(
-                TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                TextColumn("{task.fields[info]}"),
-            )  # fmt: skip
-            self._progress.start()
-            self._task = self._progress.add_task(
-                "train", total=self.total_steps, completed=self.start_step, info=""
-            )
-        return self
-
-    def log(self, step: int, metrics: Mapping[str, Mapping[str, float]], seconds: float) -> None:
-        """Record one step (``metrics`` = ``{agent: {name: value}}``) and advance the bar."""
-        for name in self.agents:
-            record = {"step": step, **{k: _clean(v) for k, v in metrics[name].items()}, "time/step": seconds}
-            self._files[name].write(json.dumps(record) + "\n")
-            self._files[name].flush()
-            writer = self._writers[name]
-            for key, value in record.items():
-                if key != "step" and value is not None:
-                    writer.add_scalar(key, value, step)
-        if self._progress is not None:
-            parts = [f"{seconds:.1f} s/step"]
-            for name in self.agents:
-                m = metrics[name]
-                agree = m.get("peer/agreement")
-                parts.append(
-                    f"{name}: reward {m.get('reward/mean', math.nan):.2f}"
-                    + (f" agree {agree:.2f}" if agree is not None else "")
-                )
-            self._progress.update(self._task, completed=step + 1, info=" | ".join(parts))
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-        for f in self._files.values():
-            f.close()
-        for w in self._writers.values():
-            w.close()
-
-
-def _clean(value: float) -> float | None:
+def clean_value(value: float) -> float | None:
     """JSON has no NaN: a metric that did not apply is written as null."""
     value = float(value)
     return None if math.isnan(value) or math.isinf(value) else value

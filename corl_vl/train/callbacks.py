@@ -1,0 +1,228 @@
+"""The standard callbacks of :func:`corl_vl.train.loop.fit`: metrics files, progress bar, checkpoints, stall
+detection and periodic evaluation.
+
+Why separate objects: each one is a concern a run may or may not want (the toy benchmark keeps no metrics
+files, a script may want no progress bar), and each is tested on its own. :func:`standard_callbacks` assembles
+what ``corl-vl train`` and ``corl-vl demo`` use.
+
+Metric sinks (``train.report_to``): the JSONL files are always written — they are the durable record and what
+a resumed run truncates; ``tensorboard`` and ``wandb`` are extra; ``none`` means JSONL only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from corl_vl.errors import CorlError
+from corl_vl.train.checkpoint import save_checkpoint
+from corl_vl.train.loop import Callback, StepMetrics, TrainingRun
+from corl_vl.train.reporting import clean_value, metrics_path
+from corl_vl.train.stall import StallMonitor
+
+REPORT_TO = ("tensorboard", "wandb", "none")
+
+
+class MetricsLog(Callback):
+    """One JSON line per step per agent (``RUN_DIR/agents/<agent>/metrics.jsonl``), plus TensorBoard / wandb."""
+
+    def __init__(self, run_dir: Path, agents: list[str], report_to: list[str] | tuple[str, ...] = ()) -> None:
+        unknown = sorted(set(report_to) - set(REPORT_TO))
+        if unknown:
+            raise CorlError(
+                f"train.report_to: unknown sink '{unknown[0]}'; choose from {', '.join(REPORT_TO)}"
+            )
+        self.run_dir, self.agents, self.report_to = Path(run_dir), agents, set(report_to) - {"none"}
+        self._files: dict[str, Any] = {}
+        self._writers: dict[str, Any] = {}
+        self._wandb: Any = None
+
+    def on_fit_start(self, run: TrainingRun) -> None:
+        for name in self.agents:
+            path = metrics_path(self.run_dir, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._files[name] = path.open("a")
+        if "tensorboard" in self.report_to and self.agents:
+            from torch.utils.tensorboard import SummaryWriter  # slow import, only when TensorBoard is wanted
+
+            for name in self.agents:
+                log_dir = str(self.run_dir / "tensorboard" / name)
+                self._writers[name] = SummaryWriter(log_dir, purge_step=run.start_step)
+        if "wandb" in self.report_to and self.agents:
+            self._wandb = _start_wandb(self.run_dir, run)
+
+    def on_step_end(self, run: TrainingRun) -> None:
+        self.write(run.step_index, run.metrics, run.seconds)
+
+    def write(self, step: int, metrics: StepMetrics, seconds: float | None = None) -> None:
+        """Record one step's ``{agent: {metric: value}}`` in every sink."""
+        logged: dict[str, float] = {}
+        for name in self.agents:
+            record: dict[str, Any] = {"step": step, **{k: clean_value(v) for k, v in metrics[name].items()}}
+            if seconds is not None:
+                record["time/step"] = seconds
+            self._files[name].write(json.dumps(record) + "\n")
+            self._files[name].flush()
+            for key, value in record.items():
+                if key == "step" or value is None:
+                    continue
+                if name in self._writers:
+                    self._writers[name].add_scalar(key, value, step)
+                logged[f"{name}/{key}"] = value
+        if self._wandb is not None:
+            self._wandb.log(logged, step=step)
+
+    def close(self, run: TrainingRun) -> None:
+        for file in self._files.values():
+            file.close()
+        for writer in self._writers.values():
+            writer.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+        self._files, self._writers, self._wandb = {}, {}, None
+
+
+def _start_wandb(run_dir: Path, run: TrainingRun) -> Any:
+    try:
+        import wandb  # optional dependency: only runs that ask for report_to: [wandb] need it
+    except ImportError:
+        raise CorlError("train.report_to: wandb is not installed (pip install wandb), or drop it") from None
+    from corl_vl.config import to_dict
+
+    return wandb.init(
+        project=os.environ.get("WANDB_PROJECT", "corl-vl"),
+        name=run_dir.name,
+        dir=str(run_dir),
+        config=to_dict(run.cohort.cfg),
+        resume="allow",
+        id=os.environ.get("WANDB_RUN_ID"),
+    )
+
+
+class ProgressBar(Callback):
+    """A rich progress bar: step, s/step, each agent's reward (and peer agreement), and ``run.status``."""
+
+    def __init__(self) -> None:
+        self._progress: Any = None
+        self._task: Any = None
+
+    def on_fit_start(self, run: TrainingRun) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._progress = Progress(
+            TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+            TextColumn("{task.fields[info]}"),
+        )  # fmt: skip
+        self._progress.start()
+        self._task = self._progress.add_task("train", total=run.max_steps, completed=run.start_step, info="")
+
+    def on_step_end(self, run: TrainingRun) -> None:
+        parts = [f"{run.seconds:.1f} s/step"]
+        for name, values in run.metrics.items():
+            agree = values.get("peer/agreement")
+            parts.append(
+                f"{name}: reward {values.get('reward/mean', math.nan):.2f}"
+                + (f" agree {agree:.2f}" if agree is not None else "")
+            )
+        if run.status:
+            parts.append(f"[bold red]{run.status}[/]")
+        self._progress.update(self._task, completed=run.completed, info=" | ".join(parts))
+
+    def close(self, run: TrainingRun) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+class Checkpointing(Callback):
+    """A checkpoint every ``every`` steps (0: none in between) and one at the end (also after a stop request).
+
+    ``resumed_at_end``: the run was resumed from a checkpoint of its last step, so there is nothing new to save.
+    """
+
+    def __init__(self, run_dir: Path, every: int = 0, *, resumed_at_end: bool = False) -> None:
+        self.run_dir, self.every, self.resumed_at_end = Path(run_dir), every, resumed_at_end
+
+    def on_step_end(self, run: TrainingRun) -> None:
+        if self.every and run.completed % self.every == 0 and run.completed < run.max_steps:
+            save_checkpoint(self.run_dir, run.cohort)
+
+    def on_fit_end(self, run: TrainingRun) -> None:
+        if run.completed > run.start_step or not self.resumed_at_end:
+            save_checkpoint(self.run_dir, run.cohort)
+
+
+class StallDetection(Callback):
+    """Watches the supervision signal (:class:`~corl_vl.train.stall.StallMonitor`): a status for the progress
+    bar after ``stall_steps`` dead steps; :attr:`stop` (a callback placed after the metrics sinks, so the step is
+    still recorded) raises a :class:`CorlError` after twice that. In a distributed run every rank stops when any
+    rank's agent stalled (the check is a collective, so every rank runs it)."""
+
+    def __init__(self, stall_steps: int, dist: Any = None) -> None:
+        self.monitor = StallMonitor(stall_steps)
+        self.dist = dist
+        self.stop = _StallStop(self)
+
+    def on_step_end(self, run: TrainingRun) -> None:
+        run.status = self.monitor.observe(run.metrics) or run.status
+
+    def stop_reason(self) -> str | None:
+        reason = self.monitor.stop_reason
+        if self.dist is not None:
+            import torch
+            import torch.distributed
+
+            flag = torch.tensor([1.0 if reason else 0.0])
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            if flag.item() and reason is None:
+                reason = "training stalled on another agent's ranks (its message names the agent and metric)"
+        return reason
+
+
+class _StallStop(Callback):
+    def __init__(self, detection: StallDetection) -> None:
+        self.detection = detection
+
+    def on_step_end(self, run: TrainingRun) -> None:
+        reason = self.detection.stop_reason()
+        if reason is not None:
+            raise CorlError(reason)
+
+
+class StepHook(Callback):
+    """Calls ``function(step_index, metrics)`` after every step (a script's progress line, a test's probe)."""
+
+    def __init__(self, function: Callable[[int, StepMetrics], None]) -> None:
+        self.function = function
+
+    def on_step_end(self, run: TrainingRun) -> None:
+        self.function(run.step_index, run.metrics)
+
+
+def standard_callbacks(
+    cohort: Any,
+    run_dir: str | Path,
+    *,
+    progress: bool = True,
+    resumed_at_end: bool = False,
+    dist: Any = None,
+) -> list[Callback]:
+    """What ``corl-vl train`` runs with, in this order: periodic evaluation (``eval.every``; its results join
+    the step's metrics), stall detection, metrics files (each agent's group leader writes its agent's), global
+    rank 0's progress bar, the stall stop, checkpoints."""
+    from corl_vl.train.validation import PeriodicEval
+
+    cfg, run_dir = cohort.cfg, Path(run_dir)
+    writers = [a.name for a in cohort.agents] if dist is None or dist.is_group_leader else []
+    main = dist is None or dist.is_main
+    stall = StallDetection(cfg.train.stall_steps, dist)
+    callbacks: list[Callback] = [PeriodicEval.from_config(cohort, run_dir)] if cfg.eval.every else []
+    callbacks += [stall, MetricsLog(run_dir, writers, cfg.train.report_to)]
+    if progress and main:
+        callbacks.append(ProgressBar())
+    callbacks += [stall.stop, Checkpointing(run_dir, cfg.train.save_every, resumed_at_end=resumed_at_end)]
+    return callbacks
