@@ -42,9 +42,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--data", type=Path, help="local benchmark folder or annotation file (default: the hub)")
     p.add_argument("--split", help="benchmark split (default: testmini for the vision benchmarks)")
     p.add_argument("--limit", type=int, help="evaluate only the first N records of each benchmark")
-    p.add_argument("--output-dir", required=True, type=Path)
+    p.add_argument(
+        "--output-dir", type=Path, help="where results go (required, except for a run: RUN_DIR/eval/step-N)"
+    )
     p.add_argument("--responses", action="append", type=Path, help="JSONL of id + response (repeatable)")
-    p.add_argument("--model", action="append", help="preset name or checkpoint folder (repeatable)")
+    p.add_argument(
+        "--model", action="append",
+        help="preset, checkpoint folder, or a training run folder (= each agent at its latest checkpoint); "
+        "repeatable",
+    )  # fmt: skip
+    p.add_argument("--step", type=int, help="with --model RUN_DIR: the checkpoint step instead of the latest")
+    p.add_argument(
+        "--baseline-models", action="store_true",
+        help="with --model RUN_DIR: also evaluate each agent's base model (from the run's config.yaml), side by side",
+    )  # fmt: skip
     p.add_argument(
         "--adapter",
         help="adapter name (default: from the preset, or the checkpoint's config.json model_type)",
@@ -142,6 +153,18 @@ def run(args: argparse.Namespace) -> int:
     names = _benchmarks(args.benchmark)
     several = len(names) > 1
     runs: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {}
+    if args.model:  # run folders become their agents (docs/evaluation.md, "Evaluating a run")
+        from corl_vl.eval.runs import expand_models
+
+        expanded = expand_models(
+            args.model, step=args.step, baselines=args.baseline_models, labels=_labels(args.model)
+        )
+        args.model, args.model_labels = expanded.models, expanded.labels
+        args.output_dir = args.output_dir or expanded.default_output_dir
+    elif args.step is not None or args.baseline_models:
+        raise CorlError("--step and --baseline-models apply to --model RUN_DIR")
+    if args.output_dir is None:
+        raise CorlError("--output-dir is required (only a run folder given as --model has a default)")
 
     if args.responses:
         if several:
@@ -183,7 +206,7 @@ def _generate_and_score(
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = args.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
-    labels = _labels(args.model)
+    labels = getattr(args, "model_labels", None) or _labels(args.model)
     problems = {
         n: load_benchmark(n, _data_for(args, n, several), split=args.split, limit=args.limit) for n in names
     }

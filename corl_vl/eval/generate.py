@@ -7,6 +7,9 @@ training, and the rollout engine (HF ``generate`` or vLLM) samples it.
 Decoding defaults are the paper's: vision benchmarks greedy (long side ≤ 1024, up to 16,384 new tokens), text
 benchmarks T = 0.6, top-p 0.95 (3,072 new tokens). Sampling several responses per record (AMC avg@8, or an
 ensemble) at T = 0 would repeat one answer, so a greedy benchmark samples at T = 0.6, top-p 0.95 then.
+Whatever is asked, prompt + completion must fit the model's context: ``max_new_tokens`` is capped at the
+context length (its config's ``max_position_embeddings``) minus the prompt, with a warning — small models
+would otherwise be asked for 16,384 tokens they cannot produce, and run for a very long time.
 
 Resumable: every finished batch is appended to ``DIR/generations/<run>/<benchmark>.jsonl`` with a fingerprint
 of the decoding settings; a rerun skips records already generated with the same settings.
@@ -16,7 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+import sys
+import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -89,18 +94,58 @@ def _append(path: Path, rows: Sequence[dict[str, Any]]) -> None:
         fh.flush()
 
 
-def _progress(
-    total: int, description: str, enabled: bool
-) -> tuple[Callable[[int], None], Callable[[], None]]:
-    """(advance, close) of a rich progress bar; no-ops when disabled."""
-    if not enabled:
-        return (lambda _n: None), (lambda: None)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+class _Progress:
+    """A rich progress bar for one model on one benchmark: records done, tokens/s and ETA; silent if disabled."""
 
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    task = bar.add_task(description, total=total)
-    bar.start()
-    return (lambda n: bar.advance(task, n)), bar.stop
+    def __init__(self, total: int, description: str, enabled: bool) -> None:
+        self.bar = None
+        self.tokens = 0
+        self.start = time.perf_counter()
+        if not enabled:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"), TextColumn("ETA"), TimeRemainingColumn(),
+        )  # fmt: skip
+        self.task = self.bar.add_task(description, total=total, rate="")
+        self.bar.start()
+
+    def advance(self, records: int, tokens: int = 0) -> None:
+        self.tokens += tokens
+        if self.bar is None:
+            return
+        elapsed = max(time.perf_counter() - self.start, 1e-9)
+        rate = f"{self.tokens / elapsed:,.0f} tok/s" if self.tokens else ""
+        self.bar.update(self.task, advance=records, rate=rate)
+
+    def note(self, message: str) -> None:
+        """A warning line that does not tear the live bar."""
+        if self.bar is not None:
+            self.bar.console.print(message, markup=False, highlight=False)
+        else:
+            print(message, file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def context_length(model_path: str, model: Any = None) -> int | None:
+    """The longest sequence (prompt + completion) the model's text backbone takes, from its config; None if
+    the config does not say."""
+    config = getattr(model, "config", None)
+    if config is None:
+        from transformers import AutoConfig
+
+        try:
+            config = AutoConfig.from_pretrained(model_path)
+        except (OSError, ValueError):
+            return None
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    value = getattr(text, "max_position_embeddings", None)
+    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 class Generator:
@@ -145,10 +190,17 @@ class Generator:
             self.engine = create_engine(engine, self.adapter, weights, **options)
         except ImportError as err:
             raise CorlError(f"rollout engine '{engine}' is not available here ({err})") from None
+        self.context_length = context_length(self.adapter.model_path, weights)
 
     @property
     def supports_images(self) -> bool:
         return bool(self.adapter.supports_images)
+
+    def _budget(self, requested: int, prompt_tokens: int) -> int:
+        """``requested`` new tokens, capped so prompt + completion fit the context (at least one token)."""
+        if self.context_length is None:
+            return requested
+        return max(1, min(requested, self.context_length - prompt_tokens))
 
     def generate(
         self,
@@ -163,15 +215,26 @@ class Generator:
         fingerprint = decoding.fingerprint(self.adapter.model_path, self.adapter.answer_format)
         done = read_cache(cache_path, fingerprint)
         todo = [p for p in problems if len(done.get(p.id, ())) < decoding.samples]
-        advance, close = _progress(len(problems), description, progress)
-        advance(len(problems) - len(todo))
+        bar = _Progress(len(problems), description, progress)
+        bar.advance(len(problems) - len(todo))
         per_call = max(1, self.batch_size // decoding.samples)  # problems per engine call
+        warned = False
         try:
             for start in range(0, len(todo), per_call):
                 chunk = todo[start : start + per_call]
+                prompts = [self.adapter.encode_prompt(p) for p in chunk]  # rendered once, measured, reused
+                longest = max(len(p) for p in prompts)
+                budget = self._budget(decoding.max_new_tokens, longest)
+                if budget < decoding.max_new_tokens and not warned:
+                    warned = True
+                    bar.note(
+                        f"corl-vl eval: {description}: max_new_tokens {decoding.max_new_tokens} does not fit the "
+                        f"context length {self.context_length} minus the prompt ({longest} tokens); capped at "
+                        f"{budget} (prompt + completion must fit the context)"
+                    )
                 rollouts = self.engine.generate(
                     chunk, k=decoding.samples, temperature=decoding.temperature, top_p=decoding.top_p,
-                    max_new_tokens=decoding.max_new_tokens, seed=decoding.seed + start,
+                    max_new_tokens=budget, seed=decoding.seed + start, prompts=prompts,
                 )  # fmt: skip
                 rows = []
                 for problem, rollout in zip(chunk, rollouts):
@@ -183,7 +246,8 @@ class Generator:
                     done[problem.id] = texts
                     rows.append({"id": problem.id, "fingerprint": fingerprint, "responses": texts})
                 _append(cache_path, rows)
-                advance(len(chunk))
+                tokens = sum(len(c.ids) for r in rollouts for c in r.completions)
+                bar.advance(len(chunk), tokens)
         finally:
-            close()
+            bar.close()
         return {p.id: done[p.id] for p in problems}
