@@ -38,8 +38,10 @@ def test_score_responses_writes_all_outputs(fixtures_dir, tmp_path, capsys):
     lines = [json.loads(line) for line in (out / "responses.jsonl").read_text().splitlines()]
     assert [line["id"] for line in lines][:3] == ["1", "2", "3"] and len(lines) == 11
     assert lines[0] == {"id": "1", "response": "so $d$ is \\boxed{1.20} m", "extracted": "1.20", "correct": True,
+                        "extracted_official": "1.20", "correct_official": True, "correct_verified": True,
                         "missing": False}  # fmt: skip
-    assert lines[-1] == {"id": "11", "response": None, "extracted": None, "correct": False, "missing": True}
+    assert lines[-1] == {"id": "11", "response": None, "extracted": None, "correct": False,
+                         "correct_official": False, "correct_verified": False, "missing": True}  # fmt: skip
     assert "| model | 63.6 |" in (out / "report.md").read_text()
     assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     err = capsys.readouterr().err
@@ -52,17 +54,18 @@ def test_ensemble_of_two_response_files(fixtures_dir, tmp_path):
     b = _write_responses(tmp_path / "b.jsonl", wrong)
     out = tmp_path / "out"
     argv = ["eval", "--benchmark", "mathvision", "--data", str(fixtures_dir / "eval" / "math-v"),
-            "--responses", str(a), "--responses", str(b), "--ensemble", "1", "--output-dir", str(out)]  # fmt: skip
+            "--responses", str(a), "--responses", str(b), "--ensemble", "1", "--scoring", "verified",
+            "--output-dir", str(out)]  # verified: 38 wrong, 91 right  # fmt: skip
     assert main(argv) == 0
     overall = {run: json.loads((out / run / "mathvision" / "results.json").read_text())["overall"] for run in
                ("a", "b", "ensemble")}  # fmt: skip
-    # a alone: 10 / 14; b alone: 0; the 1 + 1 vote ties on every record a answered → a's answer (first seen)
-    assert overall == {"a": pytest.approx(10 / 14), "b": 0.0, "ensemble": pytest.approx(10 / 14)}
+    # a alone: 9 / 14; b alone: 0; the 1 + 1 vote ties on every record a answered → a's answer (first seen)
+    assert overall == {"a": pytest.approx(9 / 14), "b": 0.0, "ensemble": pytest.approx(9 / 14)}
     assert main([*argv[:-2], "--tie-policy", "none", "--output-dir", str(tmp_path / "none")]) == 0
     tied = json.loads((tmp_path / "none" / "ensemble" / "mathvision" / "results.json").read_text())
     assert tied["overall"] == 0.0  # every vote is a 1–1 tie → no label
     report = (out / "report.md").read_text()
-    assert "| ensemble | 71.4 |" in report and "| b | 0.0 |" in report
+    assert "| ensemble | 64.3 |" in report and "| b | 0.0 |" in report
 
 
 def test_cli_errors_exit_2_with_one_line(fixtures_dir, tmp_path, capsys):

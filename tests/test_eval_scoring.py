@@ -27,9 +27,9 @@ def test_mathvista_normalisation_follows_official_rules():
     assert (
         normalize_extracted("146", choices, "multi_choice", "text", None) == "140°"
     )  # edit distance, first tie
-    assert normalize_extracted("", choices, "multi_choice", "text", None) is None  # not the shortest option
-    letters = ["(c)", "(a)", "(e)", "(d)", "(b)"]  # pid 168: an option text wins over the letter reading
-    assert normalize_extracted("(b)", letters, "multi_choice", "text", None) == "(b)"
+    assert normalize_extracted("", choices, "multi_choice", "text", None) == "135°"  # closest to "": shortest
+    letters = ["(c)", "(a)", "(e)", "(d)", "(b)"]  # pid 168: the official regex reads "(b)" as letter B
+    assert normalize_extracted("(b)", letters, "multi_choice", "text", None) == "(a)"
     assert normalize_extracted("B", letters, "multi_choice", "text", None) == "(a)"
     assert normalize_extracted("1,000 g", None, "free_form", "integer", None) == "1000"
     assert normalize_extracted("4.9", None, "free_form", "integer", None) == "4"  # int(float(x)) truncates
@@ -60,8 +60,9 @@ MATHVISTA_RESPONSES = {
 def test_mathvista_scores_and_breakdowns(fixtures_dir):
     problems = _load(fixtures_dir, "mathvista", "mathvista")
     results, records = score_responses("mathvista", problems, MATHVISTA_RESPONSES)
-    # right: 1, 2, 3, 4, 8, 108, 225 → 7 of 11
-    assert results["benchmark"] == "mathvista"
+    # official: right 1, 2, 3, 4, 8, 108, 225 → 7 of 11; verified: 4 ("4.5" for 4) is wrong, the official
+    # integer rule truncates it
+    assert results["benchmark"] == "mathvista" and results["overall_verified"] == pytest.approx(6 / 11)
     assert results["overall"] == pytest.approx(7 / 11)
     assert results["n_correct"] == 7 and results["n_records"] == 11
     assert results["n_missing"] == 1 and results["missing_ids"] == ["11"]
@@ -100,7 +101,7 @@ def test_mathverse_scores_by_version_and_subject(fixtures_dir):
     problems = _load(fixtures_dir, "mathverse", "mathverse")
     assert problems[0].meta["choices"] == ["40°", "60°", "120°", "140°"]
     assert problems[0].choices is None  # the options are already in the question text
-    results, _ = score_responses("mathverse", problems, MATHVERSE_RESPONSES)
+    results, _ = score_responses("mathverse", problems, MATHVERSE_RESPONSES, scoring="verified")
     assert results["overall"] == pytest.approx(0.7)  # 7 of 10
     assert _entry(results, "problem_version", "Text Only") == (7, 10)
     assert _entry(results, "subject", "Plane Geometry") == (5, 6)  # all but 126
@@ -133,9 +134,15 @@ MATHVISION_RESPONSES = {
 def test_mathvision_scores_by_level_and_subject(fixtures_dir):
     problems = _load(fixtures_dir, "mathvision", "math-v")
     results, records = score_responses("mathvision", problems, MATHVISION_RESPONSES)
-    assert results["overall"] == pytest.approx(10 / 14)
+    assert results["overall"] == pytest.approx(9 / 14) and results["overall_verified"] == pytest.approx(
+        9 / 14
+    )
+    # official accepts 94.996 for 95 (2-decimal rounding) and rejects "12" for "$12 \\mathrm{~m}$" (it cannot
+    # read the unit); verified says the opposite of both
+    assert results["n_disagree"] == 2 and results["disagree_ids"] == ["38", "91"]
     assert records["38"].correct == [True] and records["55"].correct == [False]
-    assert _entry(results, "level", "level 1") == (3, 4)  # 4, 91, 104 of 4, 55, 91, 104
+    assert records["91"].correct_official == [False] and records["91"].correct_verified == [True]
+    assert _entry(results, "level", "level 1") == (2, 4)  # 4, 104 of 4, 55, 91, 104
     assert _entry(results, "level", "level 2") == (4, 6)  # 5, 16, 38, 90 of 5, 8, 16, 38, 64, 90
     assert _entry(results, "level", "level 3") == (2, 3)  # 6, 39 of 6, 39, 115
     assert _entry(results, "level", "level 5") == (1, 1)
@@ -151,7 +158,7 @@ def test_mathvision_accepts_the_gold_options_value_like_the_official_script():
     # real record 742: options A, B, C, E, "Impossible to determine"; gold D, whose value is "E"
     problem = Problem("742", "?", choices=["A", "B", "C", "E", "Impossible to determine"], answer="D")
     record = get_scorer("mathvision").score_record(problem, ["\\boxed{D}", "\\boxed{E}", "\\boxed{C}"])
-    assert record.correct == [True, True, False]
+    assert record.correct_official == [True, True, False] and record.correct_verified == [True, True, False]
 
 
 # ---------------------------------------------------------------------------------------------- text

@@ -91,7 +91,7 @@ RESPONSES = {
 def test_wemath_fixture_groups(fixtures_dir):
     problems = load_benchmark("wemath", fixtures_dir / "eval" / "we-math", annotations_only=True)
     assert len(problems) == 14
-    results, records = score_responses("wemath", problems, RESPONSES)
+    results, records = score_responses("wemath", problems, RESPONSES, scoring="verified")
     m = results["metrics"]
     assert m["IK"] == 0.25 and m["IG"] == 0.25 and m["CM_strict"] == 0.25 and m["CM_loose"] == 0.5
     assert m["RM_strict"] == 0.5  # 1 / (1 + 1)
@@ -110,7 +110,7 @@ def test_wemath_fixture_groups(fixtures_dir):
 def test_incomplete_groups_are_left_out(fixtures_dir):
     problems = load_benchmark("wemath", fixtures_dir / "eval" / "we-math", annotations_only=True)
     kept = [p for p in problems if p.id != "3steps_1/3steps_2"]  # e.g. cut by --limit
-    results, _ = score_responses("wemath", kept, RESPONSES)
+    results, _ = score_responses("wemath", kept, RESPONSES, scoring="verified")
     counts = results["breakdowns"]["four_dimensional"]["counts"]
     assert counts["groups"] == 3 and counts["incomplete_groups"] == 1
     assert results["metrics"]["score_strict"] == pytest.approx((3 - 0 - 1 - 1) / 3)  # no IG left
@@ -123,7 +123,7 @@ def test_letters_win_over_letter_shaped_option_values():
 
     problem = Problem("g/2steps_1", "Which point?", choices=["F", "D", "B", "I", "No correct answer"], answer="D",
                       meta={"group": "g", "step": "1", "steps": 2})  # fmt: skip
-    verdicts = get_scorer("wemath").score_record(
+    verdicts = get_scorer("wemath", scoring="verified").score_record(
         problem, ["\\boxed{D}", "\\boxed{I}", "\\boxed{B}", "Answer: D"]
     )
     assert verdicts.correct == [True, True, False, True]

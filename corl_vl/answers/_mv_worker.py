@@ -1,7 +1,8 @@
 """Worker process that runs math-verify for :mod:`corl_vl.answers.mathverify_pool`.
 
 Run as a script (``python _mv_worker.py MEM_BYTES``), not imported: it reads one JSON ``[gold, pred]`` per line
-on stdin and answers ``1`` or ``0`` per line on stdout. It lives in its own process so the parent can kill it
+on stdin and answers ``1`` or ``0`` per line on stdout; a JSON ``{"extract": text}`` line is answered with the
+JSON string math-verify extracts from the text (or ``null``). It lives in its own process so the parent can kill it
 when sympy hangs (math-verify's own timeouts use ``signal.alarm``, which fails outside the main thread), and
 it caps its address space so a runaway big-integer computation dies with MemoryError instead of swapping.
 """
@@ -36,13 +37,29 @@ def main() -> None:
         p = parse(f"\\boxed{{{pred}}}", parsing_timeout=None)
         return bool(p) and bool(verify(g, p, timeout_seconds=None))
 
+    def extract(text: str) -> str | None:
+        # parse() returns [sympy object, matched string] for the answer it finds; keep the string.
+        try:
+            found = parse(text, parsing_timeout=None)
+        except (Exception, RecursionError, MemoryError):
+            return None
+        return str(found[-1]) if len(found) >= 2 else None
+
     check("\\frac{1}{2}", "0.5")  # warm up sympy and the LaTeX grammar before saying ready
     out = sys.stdout.buffer
     out.write(b"ready\n")
     out.flush()
     for line in sys.stdin.buffer:
         try:
-            gold, pred = json.loads(line)
+            request = json.loads(line)
+        except ValueError:
+            request = None
+        if isinstance(request, dict):  # {"extract": text}: math-verify's own answer extraction
+            out.write(json.dumps(extract(str(request.get("extract", "")))).encode() + b"\n")
+            out.flush()
+            continue
+        try:
+            gold, pred = request
             ok = check(str(gold), str(pred))
         except (Exception, RecursionError, MemoryError):
             ok = False

@@ -15,10 +15,24 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from corl_vl.answers import lenient
+from corl_vl.answers.lenient import unemphasize
 from corl_vl.answers.options import Options, letter_of, parse_options
 from corl_vl.errors import CorlError
 
 DEFAULT_ORDER: tuple[str, ...] = ("boxed", "answer_tag", "answer_phrase", "option_letter")
+#: Extraction modes. ``strict`` (the RL default, what peer votes use): explicit markers, or a completion that is
+#: nothing but an answer. ``lenient`` (grading and evaluation): also free prose, see corl_vl.answers.lenient.
+EXTRACTION_MODES: tuple[str, ...] = ("strict", "lenient")
+MODE_ORDERS: dict[str, tuple[str, ...]] = {
+    "strict": (*DEFAULT_ORDER, "bare"),
+    "lenient": (
+        "boxed", "answer_tag", "marker", "lone_letter", "option_phrase", "bare", "stated_value",
+        "last_number", "math_verify",
+    ),
+}  # fmt: skip
+#: Seconds math-verify may spend extracting from one response (lenient mode's last resort).
+MATH_VERIFY_EXTRACT_TIMEOUT_S = 5.0
 #: Answers longer than this are truncated prose, not answers.
 MAX_ANSWER_CHARS = 2000
 
@@ -29,6 +43,14 @@ _ANSWER_PHRASE = re.compile(
     re.IGNORECASE,
 )
 _LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+MAX_BARE_CHARS = 100
+_MATHY = re.compile(r"[\d\\=+\-*/^<>≤≥√π∞]")
+_LETTER_LIST = re.compile(r"^\(?[A-Za-z]\)?\s*(?:,|&|/|\band\b|\bor\b)\s*\(?[A-Za-z]\)?(?:[.),;]|\s|$)")
+#: Lenient steps that guess from unmarked prose; skipped when the response declines to answer.
+_GUESSES = frozenset({"option_phrase", "stated_value", "last_number", "math_verify"})
+_NOT_MATH = re.compile(r"[^\x20-\x7e°π√−×÷≤≥≠∞·²³]")
+_WORD = re.compile(r"[A-Za-z]{2,}")  # a word outside LaTeX commands: "12 cm" has one, prose has several
+_COMMAND = re.compile(r"\\[A-Za-z]+|\\text\s*\{[^{}]*\}")
 
 
 def _boxed_content(text: str) -> str | None:
@@ -94,8 +116,8 @@ def _sentence_end(rest: str) -> int:
     return len(rest)
 
 
-def _option_letter(text: str, options: Options | None) -> str | None:
-    """A lone letter ("B", "(B)", "B."), a last line opening with "(B)"/"B." or the last "(B)" in the text."""
+def _option_letter(text: str, options: Options | None, anywhere: bool = True) -> str | None:
+    """A lone letter ("B", "(B)", "B."), a last line opening with "(B)"/"B." or (``anywhere``) the last "(B)"."""
     if options is None:
         return None
     stripped = text.strip()
@@ -107,6 +129,8 @@ def _option_letter(text: str, options: Options | None) -> str | None:
         m = re.match(r"^\s*\(?([A-Za-z])[.):]\s", lines[-1] + " ")
         if m and letter_of(m.group(1), options) is not None:
             return m.group(1)
+    if not anywhere:
+        return None
     for m in reversed(list(re.finditer(r"\(([A-Za-z])\)", text))):
         if letter_of(m.group(1), options) is not None:
             return m.group(1)
@@ -120,6 +144,39 @@ def _last_number(text: str) -> str | None:
     return last.rstrip(",") if last else None
 
 
+def _bare(text: str, options: Options | None) -> str | None:
+    """The whole completion when it is nothing but an answer: one short line such as ``-5``, ``$\\frac{1}{2}$``,
+    ``x = 3``, ``12 cm`` or an option's text; prose (two or more words) is not."""
+    s = text.strip()
+    if not s or len(s) > MAX_BARE_CHARS or "\n" in s:
+        return None
+    if options is not None and any(s.lower() == v.lower() for v in options.values if v):
+        return s
+    if (
+        _NOT_MATH.search(s) or "**" in s or "__" in s or _BOXED.search(s) or "<answer>" in s.lower()
+    ):  # other scripts, markdown: prose or a marker
+        return None
+    words = _WORD.findall(_COMMAND.sub(" ", s))
+    if not any(ch.isalnum() for ch in s) or len(words) > 1 or not _MATHY.search(s):  # "a" is an article
+        return None
+    if words and not (re.search(r"\d", s) and s.rstrip(".").endswith(words[0])):  # "12 cm", not "hello"
+        return None
+    return s
+
+
+def _lenient(
+    step: Callable[[str, Options | None], str | None],
+) -> Callable[[str, Options | None], str | None]:
+    """A lenient step reads the text with markdown emphasis removed ("**(C)**" → "(C)")."""
+    return lambda text, options: step(unemphasize(text), options)
+
+
+def _math_verify(text: str, _options: Options | None) -> str | None:
+    from corl_vl.answers import mathverify_pool
+
+    return mathverify_pool.extract(text[-4 * MAX_ANSWER_CHARS :], MATH_VERIFY_EXTRACT_TIMEOUT_S)
+
+
 def _clean(answer: str | None, options: Options | None) -> str | None:
     if answer is None:
         return None
@@ -127,7 +184,9 @@ def _clean(answer: str | None, options: Options | None) -> str | None:
     while len(s) >= 2 and s[0] == "$" and s[-1] == "$":
         s = s[1:-1].strip()
     s = s.rstrip(".").strip()
-    if options is not None:  # "B because …" / "(B) 145°" → the letter
+    if options is not None:  # "B because …" / "(B) 145°" → the letter; "A, B and D" names no single one
+        if _LETTER_LIST.match(s):
+            return None
         m = re.match(r"^\(?([A-Za-z])\)?(?:[.):,]|\s|$)", s)
         if m and letter_of(m.group(1), options) is not None:
             return m.group(1)
@@ -140,6 +199,7 @@ def extract_answer(
     text: str,
     choices: Sequence[str] | None = None,
     *,
+    mode: str = "strict",
     order: Sequence[str] | None = None,
     last_number_fallback: bool = False,
 ) -> str | None:
@@ -149,19 +209,28 @@ def extract_answer(
         text: the completion.
         choices: option texts of a multiple-choice question (enables option letters; see
             :func:`corl_vl.answers.options.parse_options` for when lower-case letters count).
-        order: extraction steps to try, first hit wins; names from ``boxed``, ``answer_tag``,
-            ``answer_phrase``, ``option_letter``, ``last_number``. Default :data:`DEFAULT_ORDER`.
+        mode: ``strict`` (default; peer votes) or ``lenient`` (grading; free prose too), see
+            :data:`MODE_ORDERS` and docs/grading.md.
+        order: extraction steps to try instead of the mode's, first hit wins; names from :data:`MODE_ORDERS`
+            and ``answer_phrase``.
         last_number_fallback: append ``last_number`` to the order (the public release's behaviour).
     """
+    if mode not in MODE_ORDERS:
+        raise CorlError(f"unknown extraction mode {mode!r}; choose from {list(EXTRACTION_MODES)}")
     options = parse_options(choices) if choices else None
-    steps = list(DEFAULT_ORDER if order is None else order)
+    steps = list(MODE_ORDERS[mode] if order is None else order)
     if last_number_fallback and "last_number" not in steps:
         steps.append("last_number")
+    unknown = [name for name in steps if name not in _STEPS]
+    if unknown:
+        raise CorlError(f"unknown answer extraction step {unknown[0]!r}; choose from {sorted(_STEPS)}")
+    declined: bool | None = None
     for name in steps:
-        step = _STEPS.get(name)
-        if step is None:
-            raise CorlError(f"unknown answer extraction step {name!r}; choose from {sorted(_STEPS)}")
-        found = _clean(step(text, options), options)
+        if name in _GUESSES:  # a response that ends by declining to answer gives no guessed answer
+            declined = lenient.declines(unemphasize(text)) if declined is None else declined
+            if declined:
+                return None
+        found = _clean(_STEPS[name](text, options), options)
         if found is not None:
             return found
     return None
@@ -173,4 +242,10 @@ _STEPS: dict[str, Callable[[str, Options | None], str | None]] = {
     "answer_phrase": lambda text, _o: _answer_phrase(text),
     "option_letter": _option_letter,
     "last_number": lambda text, _o: _last_number(text),
+    "bare": _bare,
+    "lone_letter": lambda text, options: _option_letter(unemphasize(text), options, anywhere=False),
+    "marker": _lenient(lambda text, _o: lenient.marker(text)),
+    "option_phrase": _lenient(lenient.option_phrase),
+    "stated_value": _lenient(lenient.stated_value),
+    "math_verify": _math_verify,
 }

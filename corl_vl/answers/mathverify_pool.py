@@ -21,7 +21,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 _WORKER_SCRIPT = str(Path(__file__).with_name("_mv_worker.py"))
 #: Worker start-up (imports + warm-up) may be slow on a loaded machine; it does not count as comparison time.
@@ -68,6 +70,17 @@ class _Worker:
         line = self._readline(timeout)
         return None if line is None else line == b"1"
 
+    def ask_extract(self, text: str, timeout: float) -> tuple[bool, str | None]:
+        """(answered in time, math-verify's extracted answer or None)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"extract": text}).encode() + b"\n")
+        self.proc.stdin.flush()
+        line = self._readline(timeout)
+        if line is None:
+            return False, None
+        found = json.loads(line)
+        return True, found if isinstance(found, str) else None
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -91,17 +104,26 @@ class MathVerifyPool:
 
     def check(self, gold: str, pred: str, timeout: float) -> bool | None:
         """math-verify's ``verify(parse(gold), parse(pred))``; None when it did not finish within ``timeout``."""
+        return self._run(lambda worker: worker.ask(gold, pred, timeout))
+
+    def extract(self, text: str, timeout: float) -> str | None:
+        """math-verify's own answer extraction from free text; None when it finds none or runs out of time."""
+        answered = self._run(lambda worker: worker.ask_extract(text, timeout))
+        return answered[1] if answered is not None else None
+
+    def _run(self, ask: Callable[[_Worker], Any]) -> Any:
+        """Run ``ask(worker)`` on an idle (or new) worker; a missed deadline (``None`` or ``(False, …)``) kills it."""
         with self._slots:
             with self._lock:
                 worker = self._idle.pop() if self._idle else None
             if worker is None:
                 worker = _Worker()
-            verdict: bool | None = None
+            verdict = None
             try:
-                verdict = worker.ask(gold, pred, timeout)
-            except (OSError, EOFError):
+                verdict = ask(worker)
+            except (OSError, EOFError, ValueError):
                 verdict = None  # the worker died (e.g. killed by the OS); treat like a timeout
-            if verdict is None:
+            if verdict is None or verdict == (False, None):
                 worker.kill()
                 with self._lock:
                     self.timeouts += 1
@@ -167,6 +189,11 @@ def set_max_workers(n: int) -> MathVerifyPool:
 def check(gold: str, pred: str, timeout: float) -> bool | None:
     """Ask math-verify through the process-wide pool; None on timeout."""
     return get_pool().check(gold, pred, timeout)
+
+
+def extract(text: str, timeout: float) -> str | None:
+    """math-verify's answer extraction from free text through the process-wide pool; None if none or late."""
+    return get_pool().extract(text, timeout)
 
 
 @atexit.register

@@ -35,16 +35,14 @@ def ensemble_record(
     if not pooled:
         return RecordScore(problem.id, [], [], [], ensemble=True)
     result = vote(extracted, choices=scorer.choices(problem), tie_policy=tie_policy)
-    correct = scorer.judge(problem, result.label) if result.label is not None else False
+    label = result.label
+    verified = scorer.judge(problem, label) if label is not None else False
+    official = scorer.official_judge(problem, label) if label is not None else False
     return RecordScore(
-        problem.id,
-        list(pooled),
-        extracted,
-        [correct],
-        vote=result.label,
-        vote_share=result.share,
-        ensemble=True,
-    )
+        problem.id, list(pooled), extracted, [official if scorer.scoring == "official" else verified],
+        vote=label, vote_share=result.share, ensemble=True,
+        correct_official=[official], correct_verified=[verified],
+    )  # fmt: skip
 
 
 def ensemble_scores(
@@ -54,13 +52,17 @@ def ensemble_scores(
     k: int,
     *,
     tie_policy: str = "first",
+    scoring: str = "official",
+    extraction: str = "lenient",
 ) -> tuple[dict[str, Any], dict[str, RecordScore]]:
-    """Results of the majority vote over ``k`` responses from each set (e.g. 4 from each of two models)."""
+    """Results of the majority vote over ``k`` responses from each set (e.g. 4 from each of two models).
+
+    The vote runs over the verified-mode extractions; the label is then judged by both rules."""
     if k < 1:
         raise CorlError(f"--ensemble must be at least 1, got {k}")
     if not response_sets:
         raise CorlError("an ensemble needs at least one set of responses")
-    scorer = get_scorer(benchmark)
+    scorer = get_scorer(benchmark, scoring=scoring, extraction=extraction)
     records = {
         p.id: ensemble_record(scorer, p, pool(response_sets, p.id, k), tie_policy=tie_policy)
         for p in problems

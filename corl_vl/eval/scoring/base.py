@@ -1,5 +1,8 @@
-"""What every benchmark scorer shares: extract → judge per response, accuracy, breakdowns, results dict.
+"""What every benchmark scorer shares: extract → judge per response, in two scoring modes, and the results dict.
 
+Two verdicts per response: ``official`` (the benchmark's own published rules, so numbers compare with published
+tables) and ``verified`` (lenient or strict extraction, then mathematical equivalence). ``scoring`` picks the
+headline (``overall``, ``correct``, metrics, breakdowns); both overalls are always reported.
 Why split extraction from judging: an ensemble votes over *extracted* answers and then judges the winning
 label once, so both steps must be callable on their own. A record may have several responses (AMC avg@8):
 its score is the mean of their verdicts. A record with no response counts as wrong and is listed as missing.
@@ -9,10 +12,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from corl_vl.data.problem import Problem
+from corl_vl.errors import CorlError
+
+SCORING_MODES: tuple[str, ...] = ("official", "verified")
 
 
 @dataclass
@@ -26,6 +32,8 @@ class RecordScore:
         correct: one verdict per response; for an ensemble one verdict for the voted label.
         vote: the ensemble's majority label (None without an ensemble, or when the vote gave no label).
         vote_share: fraction of the pooled votes the label got.
+        extracted_official / correct_official / correct_verified: the answers the official rules extracted
+            and both verdicts per response (``correct`` is one of the two, chosen by the scorer's ``scoring``).
     """
 
     id: str
@@ -35,6 +43,9 @@ class RecordScore:
     vote: str | None = None
     vote_share: float | None = None
     ensemble: bool = False
+    extracted_official: list[str | None] | None = None
+    correct_official: list[bool] | None = None
+    correct_verified: list[bool] | None = None
 
     @property
     def missing(self) -> bool:
@@ -59,8 +70,21 @@ class RecordScore:
             out.update(
                 responses=self.responses, extracted=self.extracted, correct=self.correct, score=self.score
             )
+        if not self.missing:
+            single = len(self.correct) == 1
+            for key in ("extracted_official", "correct_official", "correct_verified"):
+                value = getattr(self, key)
+                if value is not None:
+                    out[key] = value[0] if single and len(value) == 1 else value
+        else:
+            out.update(correct_official=False, correct_verified=False)
         out["missing"] = self.missing
         return out
+
+    def with_verdicts(self, which: str) -> RecordScore:
+        """A copy whose ``correct`` is the ``official`` or ``verified`` verdicts (for the other overall)."""
+        verdicts = self.correct_official if which == "official" else self.correct_verified
+        return replace(self, correct=list(self.correct if verdicts is None else verdicts))
 
 
 def accuracy_entry(scores: Sequence[float]) -> dict[str, Any]:
@@ -96,23 +120,49 @@ def letter_gold_equivalent(gold: str, extracted: str, choices: Sequence[str]) ->
 
 @dataclass
 class Scorer:
-    """Base scorer: extraction with the shared extractor, judging with the shared equivalence check.
+    """Base scorer: ``verified`` = the shared extractor (``extraction`` mode) + the shared equivalence check;
+    ``official`` = the benchmark's published rules (by default: strict extraction + the same equivalence, which
+    is what boxed-answer text benchmarks use).
 
-    Subclasses override :meth:`extract`/:meth:`judge` for a benchmark's own normalisation, :meth:`groups` for
-    its breakdown keys and :meth:`extra_metrics` for metrics beyond accuracy.
+    Subclasses override :meth:`official_extract`/:meth:`official_judge` with a benchmark's own rules,
+    :meth:`judge` for its verified comparison, :meth:`groups` for its breakdown keys and :meth:`extra_metrics`
+    for metrics beyond accuracy. ``official_extractions`` (record id → one extraction per response, e.g. from
+    a model extractor) replace the rule-based official extraction when given.
     """
 
     name: str = "generic"
     breakdown_keys: tuple[str, ...] = field(default_factory=tuple)
+    scoring: str = "official"
+    extraction: str = "lenient"
+    official_extractions: Mapping[str, Sequence[str | None]] | None = None
+
+    def __post_init__(self) -> None:
+        from corl_vl.answers.extract import EXTRACTION_MODES
+
+        if self.scoring not in SCORING_MODES:
+            raise CorlError(f"unknown scoring {self.scoring!r}; choose from {list(SCORING_MODES)}")
+        if self.extraction not in EXTRACTION_MODES:
+            raise CorlError(f"unknown extraction {self.extraction!r}; choose from {list(EXTRACTION_MODES)}")
 
     def choices(self, problem: Problem) -> list[str] | None:
         """Option texts used for extraction and judging (MathVerse keeps them in ``meta``)."""
         return problem.choices or problem.meta.get("choices") or None
 
     def extract(self, problem: Problem, response: str) -> str | None:
+        """The verified-mode extraction (``extraction``: lenient or strict)."""
         from corl_vl.answers import extract_answer
 
-        return extract_answer(response, self.choices(problem))
+        return extract_answer(response, self.choices(problem), mode=self.extraction)
+
+    def official_extract(self, problem: Problem, response: str) -> str | None:
+        """The official rules' extraction; default: strict markers (``\\boxed{}`` first)."""
+        from corl_vl.answers import extract_answer
+
+        return extract_answer(response, self.choices(problem), mode="strict")
+
+    def official_judge(self, problem: Problem, extracted: str | None) -> bool:
+        """The official rules' verdict on an extraction; default: the verified comparison."""
+        return self.judge(problem, extracted)
 
     def judge(self, problem: Problem, extracted: str | None) -> bool:
         from corl_vl.answers import equivalent
@@ -125,9 +175,19 @@ class Scorer:
         return bool(equivalent(problem.answer, extracted))
 
     def score_record(self, problem: Problem, responses: Sequence[str]) -> RecordScore:
+        """Both verdicts for each response; ``correct`` follows ``scoring``."""
         extracted = [self.extract(problem, r) for r in responses]
-        correct = [self.judge(problem, e) for e in extracted]
-        return RecordScore(problem.id, list(responses), extracted, correct)
+        verified = [self.judge(problem, e) for e in extracted]
+        given = (self.official_extractions or {}).get(problem.id)
+        if given is not None and len(given) == len(responses):
+            official_extracted = list(given)
+        else:
+            official_extracted = [self.official_extract(problem, r) for r in responses]
+        official = [self.official_judge(problem, e) for e in official_extracted]
+        return RecordScore(
+            problem.id, list(responses), extracted, official if self.scoring == "official" else verified,
+            extracted_official=official_extracted, correct_official=official, correct_verified=verified,
+        )  # fmt: skip
 
     def groups(self, problem: Problem) -> dict[str, Any]:
         """The record's value for each breakdown key (a list value puts it in several groups, e.g. skills)."""
@@ -156,19 +216,45 @@ class Scorer:
         """The headline number (accuracy unless the benchmark defines another)."""
         return metrics["accuracy"]
 
-    def results(self, problems: Sequence[Problem], records: Mapping[str, RecordScore]) -> dict[str, Any]:
-        """``{"benchmark", "overall", "metrics", "breakdowns", ...}`` with accuracies as fractions."""
+    def _metrics(self, problems: Sequence[Problem], records: Mapping[str, RecordScore]) -> tuple[dict, dict]:
         scores = [records[p.id].score for p in problems]
         metrics: dict[str, float] = {"accuracy": accuracy_entry(scores)["accuracy"]}
         extra_metrics, extra_breakdowns = self.extra_metrics(problems, records)
         metrics.update(extra_metrics)
+        return metrics, extra_breakdowns
+
+    def _overall_of(
+        self, problems: Sequence[Problem], records: Mapping[str, RecordScore], which: str
+    ) -> float:
+        if which == self.scoring:
+            return self.overall(self._metrics(problems, records)[0])
+        other = {p.id: records[p.id].with_verdicts(which) for p in problems}
+        return self.overall(self._metrics(problems, other)[0])
+
+    def results(self, problems: Sequence[Problem], records: Mapping[str, RecordScore]) -> dict[str, Any]:
+        """``{"benchmark", "overall", "overall_official", "overall_verified", "n_disagree", "metrics",
+        "breakdowns", ...}`` with accuracies as fractions; ``overall`` is the ``scoring`` one (official by
+        default). ``n_disagree``: records whose official and verified verdicts differ."""
+        scores = [records[p.id].score for p in problems]
+        metrics, extra_breakdowns = self._metrics(problems, records)
         breakdowns = self.breakdowns(problems, records)
         breakdowns.update(extra_breakdowns)
         missing = [p.id for p in problems if records[p.id].missing]
         n_resp = [len(records[p.id].responses) for p in problems if not records[p.id].missing]
+        disagree = [
+            p.id for p in problems
+            if (r := records[p.id]).correct_official is not None and r.correct_verified is not None
+            and r.correct_official != r.correct_verified
+        ]  # fmt: skip
         return {
             "benchmark": self.name,
             "overall": self.overall(metrics),
+            "overall_official": self._overall_of(problems, records, "official"),
+            "overall_verified": self._overall_of(problems, records, "verified"),
+            "scoring": self.scoring,
+            "extraction": self.extraction,
+            "n_disagree": len(disagree),
+            "disagree_ids": disagree,
             "metrics": metrics,
             "breakdowns": breakdowns,
             "n_records": len(problems),

@@ -1,9 +1,10 @@
 """MathVerse scoring: per problem version (Text Dominant … Vision Only) and per subject / subfield.
 
-The official pipeline extracts with GPT and judges with GPT (``score_answer_s2.py``; its ``--quick_match``
-is exact string equality). Rule-based here: the shared extractor, then the shared equivalence check, which
-accepts the gold letter or the gold option's value for multiple choice (options parsed from the question)
-and mathematical equivalence for free-form answers.
+The official pipeline extracts with GPT (few-shot prompt, ``extract_answer_s1.py``) and judges with GPT
+(``score_answer_s2.py``), whose only rule-based judge is ``--quick_match``: the extraction must equal the
+answer string exactly. ``official`` here: lenient extraction (or a local model running the official
+extraction prompt, ``--extractor model:…``) and the quick-match rule. ``verified``: the shared extractor and
+equivalence check (gold letter or gold option value for multiple choice, mathematical equivalence otherwise).
 """
 
 from __future__ import annotations
@@ -19,6 +20,19 @@ from corl_vl.eval.scoring.base import Scorer
 class MathVerseScorer(Scorer):
     name: str = "mathverse"
     breakdown_keys: tuple[str, ...] = ("problem_version", "subject", "subfield", "question_type")
+
+    def official_extract(self, problem: Problem, response: str) -> str | None:
+        from corl_vl.answers import extract_answer
+
+        return extract_answer(response, self.choices(problem), mode="lenient")
+
+    def official_judge(self, problem: Problem, extracted: str | None) -> bool:
+        """``--quick_match``: exact string equality with the answer."""
+        return (
+            extracted is not None
+            and problem.answer is not None
+            and extracted.strip() == problem.answer.strip()
+        )
 
     def groups(self, problem: Problem) -> dict[str, Any]:
         groups = super().groups(problem)

@@ -25,6 +25,8 @@ _TEXT_WRAP = re.compile(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}")
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\degree")
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_QUOTED_ANSWER = re.compile(r'The answer is "(.*)"\.')  # the official quick-extract pattern
+_FIRST_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n")
 
 
 def edit_distance(a: str, b: str) -> int:
@@ -90,12 +92,10 @@ def normalize_extracted(
     precision: int | None,
 ) -> str | None:
     """The official normalisation of one extracted answer (None: nothing comparable was extracted)."""
-    if extraction is None or not extraction.strip():
-        return None
     if question_type == "multi_choice" and choices:
-        s = _clean(extraction)
-        if s in choices:  # options that look like letters: "(b)" among ["(c)", "(a)", "(e)", "(d)", "(b)"]
-            return s
+        s = _clean(
+            extraction or ""
+        )  # nothing extracted: the closest option to "" (the shortest), as official
         letters = _PAREN_LETTER.findall(s)
         if letters:
             s = letters[0].upper()
@@ -103,6 +103,8 @@ def normalize_extracted(
         if s in options:
             return choices[options.index(s)]
         return most_similar(s, choices)
+    if extraction is None or not extraction.strip():
+        return None
     if answer_type == "integer":
         value = _to_float(extraction)
         return str(int(value)) if value is not None else None
@@ -114,10 +116,45 @@ def normalize_extracted(
     return _clean(extraction)
 
 
+def rules_extract(response: str, choices: Sequence[str] | None, question_type: str, answer_type: str) -> str:
+    """A rule-based stand-in for the official GPT extraction (``extract_answer.py``).
+
+    The official script's own shortcuts first (a response that is an option's text, or reads as an integer /
+    a float for those answer types), then lenient extraction. When that finds nothing in a multiple-choice
+    response, the first sentence is returned, because that is what the GPT extractor usually copies from a
+    refusal ("The question does not provide …"), and the closest option to it is then scored, as officially.
+    """
+    from corl_vl.answers import extract_answer
+
+    text = response.strip()
+    if not text:
+        return ""
+    if question_type == "multi_choice" and choices and response in choices:
+        return response
+    for kind, read in (("integer", int), ("float", float)):
+        if answer_type == kind:
+            try:
+                return str(read(response))  # int()/float() parse; nothing is executed
+            except ValueError:
+                pass
+    quoted = _QUOTED_ANSWER.search(response)
+    if quoted:
+        return quoted.group(1)
+    found = extract_answer(response, choices if question_type == "multi_choice" else None, mode="lenient")
+    if found is not None:
+        return found
+    if question_type == "multi_choice":
+        return _FIRST_SENTENCE.split(text, maxsplit=1)[0]
+    return ""
+
+
 @dataclass
 class MathVistaScorer(Scorer):
     name: str = "mathvista"
     breakdown_keys: tuple[str, ...] = ("question_type", "answer_type", *METADATA_KEYS)
+
+    def choices(self, problem: Problem) -> list[str] | None:
+        return problem.choices if problem.meta.get("question_type") == "multi_choice" else None
 
     def normalize(self, problem: Problem, extracted: str | None) -> str | None:
         meta = problem.meta
@@ -126,13 +163,22 @@ class MathVistaScorer(Scorer):
             meta.get("precision"),
         )  # fmt: skip
 
-    def judge(self, problem: Problem, extracted: str | None) -> bool:
+    def official_extract(self, problem: Problem, response: str) -> str | None:
+        meta = problem.meta
+        return rules_extract(
+            response, problem.choices, meta.get("question_type", "free_form"), meta.get("answer_type", "text")
+        )
+
+    def official_judge(self, problem: Problem, extracted: str | None) -> bool:
+        """``calculate_score.py``: the normalised extraction must equal the answer string exactly."""
         prediction = self.normalize(problem, extracted)
-        if prediction is None or problem.answer is None:
+        return prediction is not None and problem.answer is not None and prediction == problem.answer
+
+    def judge(self, problem: Problem, extracted: str | None) -> bool:
+        """Verified: mathematical equivalence (option letter or text; floats at the answer's precision)."""
+        from corl_vl.answers import equivalent
+
+        if extracted is None or problem.answer is None:
             return False
-        gold = problem.answer.strip()
-        if prediction == gold:
-            return True
-        if problem.meta.get("question_type") != "multi_choice":  # e.g. a gold "1.20" under precision 2
-            return prediction == self.normalize(problem, gold)
-        return False
+        precision = problem.meta.get("precision") if problem.meta.get("answer_type") == "float" else None
+        return equivalent(problem.answer, extracted, self.choices(problem), precision=precision)

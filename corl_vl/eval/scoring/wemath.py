@@ -14,9 +14,10 @@ the count, not the rate, and hard-codes N = 525; here N is the number of complet
 accuracy over all sub-problems of all groups, S2 over the composite problems of 2-step groups, S3 of 3-step
 groups. Only complete groups count (a ``--limit`` may cut one); their number is reported.
 
-Extraction: the shared extractor, falling back to the official rule (text after the last "Answer", first
-character if it is a letter A–H). With several responses per record, the metrics are computed for each
-sample index and averaged.
+``official``: the official extraction (text after the last "Answer", ``<>:.`` removed, first character if it
+is a letter A–H) must equal the gold letter. ``verified``: the shared extractor (falling back to the official
+rule) and the equivalence check. With several responses per record, the metrics are computed for each sample
+index and averaged.
 """
 
 from __future__ import annotations
@@ -120,6 +121,12 @@ class WeMathScorer(Scorer):
     def extract(self, problem: Problem, response: str) -> str | None:
         found = super().extract(problem, response)
         return found if found is not None else official_letter(response)
+
+    def official_extract(self, problem: Problem, response: str) -> str | None:
+        return official_letter(response)
+
+    def official_judge(self, problem: Problem, extracted: str | None) -> bool:
+        return extracted is not None and problem.answer is not None and extracted == problem.answer.strip()
 
     def extra_metrics(
         self, problems: Sequence[Problem], records: Mapping[str, RecordScore]

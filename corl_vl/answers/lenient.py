@@ -1,0 +1,156 @@
+"""Lenient extraction: the final answer of free-form prose, for grading and evaluation (never for peer votes).
+
+Published model outputs rarely box their answer: "The correct option is C.", "答案：B", "**(C)**", "Therefore,
+the year … is 2019." Strict extraction gives them no answer, which is right for RL (an unmarked ramble should not
+vote) and wrong for grading (the answer is there). The steps below run only after the strict ones failed, each a
+linear scan: markers in several languages and their English variants (markdown emphasis removed first), option
+phrases, the final sentence that states a number or an option, then the last number; math-verify's own
+extraction is the last resort (see :func:`corl_vl.answers.extract.extract_answer`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from corl_vl.answers.options import Options, letter_of
+
+_EMPHASIS = re.compile(r"\*\*|__|(?<![\w\\])\*(?=\S)|(?<=\S)\*(?!\w)|`")
+# "the (final/correct) answer is", "answer should be", "the answer to this question is", "Answer:", and the
+# same marker in Chinese, German, French, Spanish, Russian. The last one in the text wins.
+_MARKER = re.compile(
+    r"(?:\b(?:final|correct|right|best)\s+)?\banswers?\b(?:\s+(?:to|for)\s+(?:the|this|that)\s+"
+    r"(?:question|problem|puzzle)s?)?\s*(?:(?:is|would\s+be|will\s+be|should\s+be|must\s+be|=)\b|[:=：])"
+    r"|答案\s*(?:应该?|应当)?\s*(?:是|为|[:：])|(?<![\w])答\s*[:：]|\bAntwort\s*(?:ist|lautet|[:：])"
+    r"|\bRéponse\s*(?:est|[:：])|\brespuesta\s*(?:es|[:：])|Ответ\s*[:：]",
+    re.IGNORECASE,
+)
+_OPTION_PHRASE = re.compile(
+    r"\b(?:option|choice|answer)s?\s*(?:is\s*|:\s*)?[\(\[]?([A-Za-z])[\)\]]?(?![\w'’])", re.IGNORECASE
+)
+_PAREN_LETTER = re.compile(r"\(([A-Za-z])\)")
+_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?|(?<![\w.])-?\.\d+%?")
+_SENTENCE = re.compile(r"(?<=[.!?。])\s+(?=\S)|\n+")
+# Where the stated value starts in a conclusion: after the last "is/are/=/equals/be/of/:" of the sentence.
+_STATING = re.compile(r"\b(?:is|are|was|were|equals?|be|of|gives?|get)\b|[=:≈]|\\approx", re.IGNORECASE)
+MAX_SENTENCE_CHARS = 400
+# A closing statement that declines to answer: the numbers and letters before it are not an answer.
+_DECLINES = re.compile(
+    r"\b(?:cannot|can ?not|can't|unable to|impossible to|not possible to|isn't possible|is not possible"
+    r"|no way to)\b[^.]*\b(?:determine|answer|solve|calculate|find|provide|compute|say|tell|be found|complete)"
+    r"|\bplease provide\b|\b(?:not|n't) (?:enough|sufficient) information\b|\bmore (?:information|details)\b"
+    r"|\bis missing\b|\bnone of the (?:options|choices|answers)\b|\b(?:not|n't) (?:among|in) the (?:options|choices)\b"
+    r"|\b(?:an? )?(?:error|mistake|typo)s? in the (?:problem|question|options|choices)"
+    r"|\b(?:problem|question) (?:seems|is|appears) (?:to be )?(?:flawed|incomplete|unclear|not clear)",
+    re.IGNORECASE,
+)
+
+
+def unemphasize(text: str) -> str:
+    """Markdown emphasis and code marks removed: ``**(C)**`` → ``(C)``, ``*Answer:*`` → ``Answer:``."""
+    return _EMPHASIS.sub("", text)
+
+
+def _until_sentence_end(rest: str) -> str | None:
+    """The rest of the sentence/line (full stops inside $…$ and decimals do not end it); None if it is prose."""
+    in_math = False
+    for k, ch in enumerate(rest):
+        if ch == "\n" or ch == "。":
+            return rest[:k] if k else None
+        if ch == "$":
+            in_math = not in_math
+        elif ch in ".!?" and not in_math and (k + 1 == len(rest) or rest[k + 1].isspace()):
+            return rest[:k]
+        if k > MAX_SENTENCE_CHARS:
+            return None
+    return rest
+
+
+def marker(text: str) -> str | None:
+    """The text after the last answer marker, up to the end of its sentence; the next line when the marker
+    ends its line ("**Answer:**\\n42")."""
+    last = None
+    for m in _MARKER.finditer(text):
+        last = m
+    if last is None:
+        return None
+    rest = text[last.end() : last.end() + 4 * MAX_SENTENCE_CHARS].lstrip(" \t:：")
+    if rest.startswith("\n"):
+        rest = rest.lstrip()
+    found = _until_sentence_end(rest)
+    if found is None:
+        return None
+    found = found.strip().strip(",;").strip()
+    return found or None
+
+
+def declines(text: str) -> bool:
+    """Whether the response ends by declining to answer ("… cannot be determined. Please provide …")."""
+    return any(_DECLINES.search(s) for s in _sentences_from_end(text)[:2])
+
+
+def option_phrase(text: str, options: Options | None) -> str | None:
+    """The last "option C" / "choice (B)" / "answer: B" naming a valid letter; then the last "(B)". None when
+    that sentence names several options ("the correct answers are (B) 13 and (C) 26")."""
+    if options is None:
+        return None
+    for pattern in (_OPTION_PHRASE, _PAREN_LETTER):
+        for m in reversed(list(pattern.finditer(text))):
+            letter = letter_of(m.group(1), options)
+            if letter is None:
+                continue
+            start = max(text.rfind(".", 0, m.start()), text.rfind("\n", 0, m.start())) + 1
+            end = min(
+                (k for k in (text.find(". ", m.end()), text.find("\n", m.end())) if k != -1),
+                default=len(text),
+            )
+            named = {
+                x for p in (_OPTION_PHRASE, _PAREN_LETTER) for n in p.finditer(text[start:end])
+                if (x := letter_of(n.group(1), options)) is not None
+            }  # fmt: skip
+            return letter if len(named) <= 1 else None
+    return None
+
+
+def _sentences_from_end(text: str) -> list[str]:
+    tail = text[-8 * MAX_SENTENCE_CHARS :]
+    return [s for s in reversed(_SENTENCE.split(tail)) if s.strip()][:6]
+
+
+def stated_value(text: str, options: Options | None) -> str | None:
+    """From the last sentence that states a number (or names one option), the value it states.
+
+    "Therefore, the year in which … is 2019." → "2019": the first number after the sentence's last "is / = /
+    equals / :", or its last number when there is no such word.
+    """
+    for sentence in _sentences_from_end(text):
+        if len(sentence) > MAX_SENTENCE_CHARS:
+            continue
+        if options is not None:
+            named = [i for i, v in enumerate(options.values) if v and _names(sentence, v)]
+            if len(named) == 1:
+                return options.values[named[0]]
+        numbers = list(_NUMBER.finditer(sentence))
+        if not numbers:
+            continue
+        cut = None
+        for m in _STATING.finditer(sentence):
+            cut = m.end()
+        after = [n for n in numbers if cut is not None and n.start() >= cut]
+        return (after[0] if after else numbers[-1]).group(0)
+    return None
+
+
+def _names(sentence: str, value: str) -> bool:
+    """Whether a sentence mentions an option's text as a whole word/number (not inside a longer one)."""
+    v = value.strip()
+    if len(v) < 2 and not v.isdigit():
+        return False
+    return re.search(rf"(?<![\w.]){re.escape(v)}(?![\w]|\.\d)", sentence, re.IGNORECASE) is not None
+
+
+def last_number(text: str) -> str | None:
+    """The last number in the text (thousands separators and a percent sign kept)."""
+    last = None
+    for m in _NUMBER.finditer(text):
+        last = m.group(0)
+    return last
