@@ -9,8 +9,13 @@ Data flow (one problem):
 ``Problem`` → :meth:`ModelAdapter.build_messages` (chat messages, one prompt format for training *and* evaluation)
 → :meth:`ModelAdapter.encode_prompt` → :class:`PromptInputs` (the exact, expanded token ids the model sees plus
 this prompt's image tensors) → :meth:`ModelAdapter.generation_batch` (HF ``generate``) or
-:meth:`ModelAdapter.completion_logprobs` (trainer; differentiable). The same problem also becomes a vLLM request
-(:meth:`ModelAdapter.vllm_request`) that yields the *same* prompt tokens as the HF path.
+:meth:`ModelAdapter.completion_logprobs` (trainer; differentiable). The same :class:`PromptInputs` also becomes
+a vLLM request (:meth:`ModelAdapter.vllm_request`) that yields the *same* prompt tokens as the HF path.
+
+Render once: the chat template runs once per problem, in :meth:`ModelAdapter.encode_prompt`; everything
+downstream (HF generate, vLLM, the trainer's logprobs) works from that one :class:`PromptInputs`, so no two
+consumers can see different renderings. Templates that read the clock get a pinned date
+(:mod:`model_adapters.templates`).
 
 Padding conventions (why two): ``generate`` needs left padding so every row's next token is at the last column;
 the trainer forward uses *right* padding, so every real token keeps exactly the positions (1-D or M-RoPE) it had
@@ -30,6 +35,14 @@ from corl_vl.data.problem import ImageLike, Problem
 from corl_vl.errors import CorlError
 
 from .images import ImageOptions, load_image, resize_long_side
+from .templates import (
+    DEFAULT_TEMPLATE_DATE,
+    parse_template_date,
+    pinned_clock,
+    read_prompt_record,
+    uses_clock,
+    write_prompt_record,
+)
 
 if TYPE_CHECKING:  # heavy imports stay lazy: `corl-vl --help` must not import torch
     import torch
@@ -74,6 +87,10 @@ def format_question(problem: Problem, answer_format: str = "boxed") -> str:
     return text + ANSWER_INSTRUCTIONS[answer_format]
 
 
+def _jsonable(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool, type(None), list, dict))
+
+
 @dataclass
 class PromptInputs:
     """One encoded prompt: exactly what the model sees before the completion.
@@ -84,12 +101,17 @@ class PromptInputs:
         mm_inputs: this prompt's image tensors (``pixel_values``, ``image_grid_thw``, …), first dim = images or
             patches of this prompt only, so a batch is their concatenation; empty for text-only prompts.
         prompt_text: the chat-templated prompt string (logging, debugging).
+        request_ids: the same prompt *unexpanded* (one placeholder per image), tokenised from the same rendering;
+            what engines that expand placeholders themselves (vLLM) are given.
+        images: the prepared images (RGB, resized) the image tensors were computed from, in prompt order.
     """
 
     problem_id: str
     prompt_ids: list[int]
     mm_inputs: dict[str, torch.Tensor] = field(default_factory=dict)
     prompt_text: str = ""
+    request_ids: list[int] = field(default_factory=list)
+    images: list[Image.Image] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.prompt_ids)
@@ -141,6 +163,9 @@ class ModelAdapter:
             rollout/trainer drift is a family property (Gemma-3 drifts ≈ 0.13 nats/token).
         contain_nonfinite_rollout_logprobs: whether NaN/inf rollout logprobs are replaced (True) or an error.
         image_token: the placeholder token the processor repeats per image token (None for text families).
+        template_image_placeholder: what the chat template writes per image part, if not ``image_token``
+            (Gemma-3 writes ``<start_of_image>``, which its processor expands).
+        default_template_date: the date templates that read the clock are pinned to (``YYYY-MM-DD``).
     """
 
     name: ClassVar[str] = ""
@@ -150,6 +175,8 @@ class ModelAdapter:
     importance_ratio_cap: ClassVar[float | None] = None
     contain_nonfinite_rollout_logprobs: ClassVar[bool] = False
     image_token: ClassVar[str | None] = None
+    template_image_placeholder: ClassVar[str | None] = None
+    default_template_date: ClassVar[str] = DEFAULT_TEMPLATE_DATE
 
     def __init__(
         self,
@@ -162,6 +189,8 @@ class ModelAdapter:
         answer_format: str = "boxed",
         system_prompt: str | None = None,
         chat_template_kwargs: dict[str, Any] | None = None,
+        template_date: str | None = None,
+        chat_template: str | None = None,
         **family_kwargs: Any,
     ) -> None:
         """Configure (nothing heavy is loaded here).
@@ -175,6 +204,9 @@ class ModelAdapter:
             answer_format: key of :data:`ANSWER_INSTRUCTIONS`; same for training and evaluation.
             system_prompt: optional system turn.
             chat_template_kwargs: extra variables for the chat template (e.g. ``enable_thinking`` for Qwen3).
+            template_date: ``YYYY-MM-DD`` the template's clock is pinned to; None → the date recorded in the
+                checkpoint folder (:data:`~model_adapters.templates.PROMPT_RECORD`), else the family default.
+            chat_template: a Jinja template (or a ``.jinja`` file) replacing the checkpoint's own.
             family_kwargs: family options (e.g. ``crop_to_patches`` for InternVL); unknown ones are an error.
         """
         if dtype not in _DTYPES:
@@ -191,6 +223,20 @@ class ModelAdapter:
         self.answer_format = answer_format
         self.system_prompt = system_prompt
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        if template_date is None:
+            record = read_prompt_record(model_path) if Path(self.model_path).is_dir() else None
+            template_date = (record or {}).get("template_date") or self.default_template_date
+        self.template_date = parse_template_date(
+            template_date, f"adapter {self.name}: template_date"
+        ).isoformat()
+        if chat_template is not None and chat_template.endswith(".jinja"):
+            try:
+                chat_template = Path(chat_template).read_text()
+            except OSError as err:
+                raise CorlError(
+                    f"adapter {self.name}: cannot read chat_template file {chat_template} ({err})"
+                ) from None
+        self._chat_template_override = chat_template
         self.configure(**family_kwargs)
 
     # ------------------------------------------------------------------ configuration (family hooks)
@@ -308,13 +354,56 @@ class ModelAdapter:
         messages.append({"role": "user", "content": content})
         return messages
 
+    @cached_property
+    def chat_template(self) -> str:
+        """The exact Jinja template prompts are rendered with: the override, else the checkpoint's, passed
+        through :meth:`normalize_chat_template`."""
+        template = self._chat_template_override
+        if template is None:
+            template = getattr(self.processor, "chat_template", None) or self.tokenizer.chat_template
+        if not isinstance(template, str) or not template:
+            raise CorlError(
+                f"{self.model_path}: the checkpoint has no (single) chat template; add chat_template.jinja to "
+                f"it or pass the adapter option chat_template=PATH.jinja"
+            )
+        return self.normalize_chat_template(template)
+
+    def normalize_chat_template(self, template: str) -> str:
+        """Family hook: rewrite known variants of the family's template into the form its processor expects."""
+        return template
+
+    def template_variables(self) -> dict[str, Any]:
+        """Variables the template is rendered with: the pinned clock (templates that read one) + user kwargs."""
+        variables: dict[str, Any] = {}
+        if uses_clock(self.chat_template):
+            variables.update(pinned_clock(parse_template_date(self.template_date)))
+        variables.update(self.chat_template_kwargs)
+        return variables
+
+    def prompt_record(self) -> dict[str, Any]:
+        """What a checkpoint stores so its prompts can be rendered again exactly (see :mod:`.templates`)."""
+        return {
+            "adapter": self.name,
+            "template_date": self.template_date,
+            "template_reads_clock": uses_clock(self.chat_template),
+            "chat_template_kwargs": {k: v for k, v in self.chat_template_kwargs.items() if _jsonable(v)},
+            "system_prompt": self.system_prompt,
+            "answer_format": self.answer_format,
+            "chat_template": self.chat_template,
+        }
+
+    def save_prompt_record(self, folder: str | Path) -> Path:
+        """Write :meth:`prompt_record` into a checkpoint folder (next to the processor files)."""
+        return write_prompt_record(folder, self.prompt_record())
+
     def render_prompt(self, problem: Problem) -> tuple[str, list[Image.Image]]:
         """The chat-templated prompt string (with one placeholder per image) and the prepared images."""
         images = [self.prepare_image(im) for im in problem.images] if self.supports_images else []
         messages = self.build_messages(problem, images)
         text = self.processor.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs
-        )
+            messages, chat_template=self.chat_template, tokenize=False, add_generation_prompt=True,
+            **self.template_variables(),
+        )  # fmt: skip
         return text, images
 
     def _add_special_tokens(self, text: str) -> bool:
@@ -323,10 +412,16 @@ class ModelAdapter:
         return not (bos is not None and text.startswith(bos))
 
     def encode_prompt(self, problem: Problem) -> PromptInputs:
-        """Problem → expanded prompt ids + this prompt's image tensors, via the family's processor."""
+        """Problem → expanded prompt ids + this prompt's image tensors, via the family's processor.
+
+        The one place a prompt is rendered: the unexpanded ids (for vLLM) and the expanded ids + pixels (for HF
+        and the trainer) are both tokenised from this single rendering.
+        """
         text, images = self.render_prompt(problem)
         add_special = self._add_special_tokens(text)
+        request_ids = list(self.tokenizer(text, add_special_tokens=add_special)["input_ids"])
         if images:
+            self._check_placeholders(problem, text, len(images))
             out = self.processor(
                 text=[text], images=self.processor_images([images]), add_special_tokens=add_special,
                 return_tensors="pt", **self.processor_kwargs(),
@@ -334,10 +429,35 @@ class ModelAdapter:
             ids = out["input_ids"][0].tolist()
             mm = {k: v for k, v in out.items() if k not in ("input_ids", "attention_mask", "token_type_ids",
                                                             "mm_token_type_ids")}  # fmt: skip
+            self._check_image_tokens(problem, ids, len(images))
         else:
-            ids = self.tokenizer(text, add_special_tokens=add_special)["input_ids"]
-            mm = {}
-        return PromptInputs(problem_id=problem.id, prompt_ids=list(ids), mm_inputs=mm, prompt_text=text)
+            ids, mm = request_ids, {}
+        return PromptInputs(
+            problem_id=problem.id, prompt_ids=list(ids), mm_inputs=mm, prompt_text=text,
+            request_ids=request_ids, images=list(images),
+        )  # fmt: skip
+
+    def _placeholder_error(self, problem: Problem, found: str, n_images: int) -> CorlError:
+        placeholder = self.template_image_placeholder or self.image_token
+        return CorlError(
+            f"adapter {self.name}: the chat template of {self.model_path} rendered {found} for {n_images} "
+            f"image(s) of problem {problem.id}; the processor expands '{placeholder}', one per image part. "
+            f"Fix: give the checkpoint a template that writes '{placeholder}' for each image part "
+            f"(chat_template.jinja), or pass the adapter option chat_template=PATH.jinja"
+        )
+
+    def _check_placeholders(self, problem: Problem, text: str, n_images: int) -> None:
+        """Fewer placeholders than images in the rendered text (e.g. an InternVL template writing ``<image>``)
+        would reach the model as plain text and fail later with a shape mismatch: one clear error now."""
+        placeholder = self.template_image_placeholder or self.image_token
+        if placeholder and text.count(placeholder) < n_images:
+            raise self._placeholder_error(problem, f"{text.count(placeholder)} '{placeholder}'", n_images)
+
+    def _check_image_tokens(self, problem: Problem, ids: Sequence[int], n_images: int) -> None:
+        """The processed prompt must hold at least one image token per image."""
+        image_ids = set(self.placeholder_token_ids)
+        if image_ids and sum(1 for t in ids if t in image_ids) < n_images:
+            raise self._placeholder_error(problem, "fewer image tokens than images", n_images)
 
     def processor_images(self, images: list[list[Image.Image]]) -> Any:
         """Family hook: the image argument the processor wants for a batch (nested per sample by default)."""
@@ -504,16 +624,21 @@ class ModelAdapter:
         return fixed.masked_fill(~mask.bool(), 0.0), bad
 
     # ------------------------------------------------------------------ vLLM
-    def vllm_request(self, problem: Problem) -> dict[str, Any]:
-        """A vLLM prompt dict giving the same prompt tokens as :meth:`encode_prompt`.
+    def vllm_request(self, prompt: PromptInputs) -> dict[str, Any]:
+        """The vLLM prompt dict for an encoded prompt: vLLM then builds exactly ``prompt.prompt_ids``.
 
-        Built from *unexpanded* token ids (one placeholder per image): vLLM expands placeholders itself, so
-        expanded ids would be expanded twice; token ids also avoid a second BOS from vLLM's own tokenisation.
+        Built from the prompt's *unexpanded* token ids (one placeholder per image) and its prepared images —
+        nothing is rendered again: vLLM expands placeholders itself, so expanded ids would be expanded twice,
+        and token ids also avoid a second BOS from vLLM's own tokenisation.
         """
-        text, images = self.render_prompt(problem)
-        add_special = self._add_special_tokens(text)
-        ids = self.tokenizer(text, add_special_tokens=add_special)["input_ids"]
-        request: dict[str, Any] = {"prompt_token_ids": list(ids)}
+        if not isinstance(prompt, PromptInputs):
+            raise TypeError(
+                "vllm_request takes the PromptInputs of encode_prompt (render once), not a Problem"
+            )
+        images = prompt.images
+        if not prompt.request_ids and images:
+            raise ValueError(f"prompt {prompt.problem_id}: has images but no unexpanded request_ids")
+        request: dict[str, Any] = {"prompt_token_ids": list(prompt.request_ids or prompt.prompt_ids)}
         if images:
             request["multi_modal_data"] = {"image": images if len(images) > 1 else images[0]}
             kwargs = self.processor_kwargs()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_cohort import CONFIGS, TINY, ForcedTexts
+from test_cohort import TINY, TINY_COHORT, ForcedTexts
 
 from corl_vl.cli.train import train
 from corl_vl.config import load_config
@@ -49,7 +49,7 @@ def _builder(kill_at_call: int | None = None):
 def _config(out: Path):
     overrides = [*TINY, "train.max_steps=4", "train.save_every=2", "train.scheduler=cosine",
                  "train.warmup_ratio=0.25", f"train.output_dir={out}"]  # fmt: skip
-    return load_config(CONFIGS / "demo.yaml", overrides)
+    return load_config(TINY_COHORT, overrides)
 
 
 def _records(run: Path, agent: str):

@@ -18,6 +18,7 @@ from corl_vl.data.synth import generate_problems
 from corl_vl.errors import CorlError
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+TINY_COHORT = Path(__file__).resolve().parent / "fixtures" / "tiny_cohort.yaml"  # random tiny models
 TINY = [
     "data.limit=4", "data.problems_per_step=2", "grpo.k=4", "grpo.max_new_tokens=6", "train.lr=1e-3",
     "train.warmup_ratio=0", "train.scheduler=constant", "train.plot=false",
@@ -51,9 +52,10 @@ def boxed(*values):
     return lambda pid, j, c: f"so the answer is \\boxed{{{values[j]}}}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def cohort():
-    return Cohort.from_config(load_config(CONFIGS / "demo.yaml", TINY))
+    """A fresh cohort per test: tests wrap its engines and train it (function scope keeps them independent)."""
+    return Cohort.from_config(load_config(TINY_COHORT, TINY))
 
 
 def _split(model):
@@ -95,8 +97,8 @@ def test_peer_rewards_from_forced_answers_and_both_towers_update(cohort):
 
 def test_no_label_means_no_update(cohort):
     qwen, internvl = cohort.agents
-    qwen.engine = ForcedTexts(qwen.engine.engine, boxed(1, 1, 2, 2))  # a tie → no label for internvl
-    internvl.engine = ForcedTexts(internvl.engine.engine, lambda pid, j, c: "no idea")  # no answer → no label
+    qwen.engine = ForcedTexts(qwen.engine, boxed(1, 1, 2, 2))  # a tie → no label for internvl
+    internvl.engine = ForcedTexts(internvl.engine, lambda pid, j, c: "no idea")  # no answer → no label
     before = [p.detach().clone() for p in internvl.model.parameters()]
     metrics = cohort.step()
     for name in ("qwen", "internvl"):
@@ -105,15 +107,12 @@ def test_no_label_means_no_update(cohort):
     assert all(torch.equal(a.detach(), b) for a, b in zip(internvl.model.parameters(), before))
 
 
-def test_ttrl_baseline_through_the_same_loop(cohort):
+def test_ttrl_baseline_through_the_same_loop():
+    cohort = Cohort.from_config(load_config(TINY_COHORT, [*TINY, "train.reward=ttrl"]))
     qwen, internvl = cohort.agents
-    cohort.cfg.train.reward = "ttrl"
-    try:
-        qwen.engine = ForcedTexts(qwen.engine.engine, boxed(3, 5, 5, 5))
-        internvl.engine = ForcedTexts(internvl.engine.engine, boxed(3, 3, 3, 5))
-        cohort.step()
-    finally:
-        cohort.cfg.train.reward = "co_rl"
+    qwen.engine = ForcedTexts(qwen.engine, boxed(3, 5, 5, 5))
+    internvl.engine = ForcedTexts(internvl.engine, boxed(3, 3, 3, 5))
+    cohort.step()
     st_q, st_i = cohort.last
     assert set(st_q.labels.values()) == {"5"} and set(st_i.labels.values()) == {"3"}  # each its own majority
     assert all(r == [0.0, 1.0, 1.0, 1.0] for r in st_q.rewards.values())

@@ -20,8 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from corl_vl.config import REWARDS, CohortConfig
+from corl_vl.config import CohortConfig
 from corl_vl.errors import CorlError
+from corl_vl.rewards.registry import REWARDS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -72,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
         overrides.append(f"train.output_dir={args.output_dir}")
     if args.baseline is not None:
         overrides.append(f"train.reward={args.baseline}")
-    if args.config:
+    build = None
+    if args.config and _is_experiment(args.config):
+        cfg, build = _experiment(args.config, overrides)
+    elif args.config:
         cfg = load_config(args.config, overrides)
     else:
         from corl_vl.data.recipes import pair_data_defaults
@@ -84,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = pair_config(presets, overrides)
     try:
         run_dir = train(
-            cfg, resume=args.resume, progress=not args.no_progress,
+            cfg, resume=args.resume, progress=not args.no_progress, build=build,
             allow_config_change=args.allow_config_change, allow_unsafe_checkpoint=args.allow_unsafe_checkpoint,
         )  # fmt: skip
     finally:
@@ -97,6 +101,45 @@ def run(args: argparse.Namespace) -> int:
                 torch.distributed.destroy_process_group()
     print(f"run folder: {run_dir}")
     return 0
+
+
+def _is_experiment(path: str) -> bool:
+    """An experiment file (``warm_start:`` + ``cohort:`` sections, :mod:`corl_vl.science.toy`) rather than a
+    plain cohort config: its agents start from warm-started bases instead of the named models."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return False  # load_config reports the problem
+    return isinstance(raw, dict) and "warm_start" in raw and "cohort" in raw
+
+
+def _experiment(path: str, overrides: list[str]) -> tuple[CohortConfig, Callable[..., Any]]:
+    """The cohort of an experiment file, its agents pointed at their warm-started bases (built once, then
+    cached — the same ones ``corl-vl demo`` uses), training on the experiment's problems.
+
+    Why: random tiny models never produce a parseable answer, so a cohort of them gets no peer labels and
+    trains nothing; warm-started bases answer, disagree where their skills differ, and learn from each other.
+    """
+    from corl_vl.config import apply_overrides, config_from_dict, finalize
+    from corl_vl.science.toy import build_cohort, cohort_config, ensure_bases, load_experiment, train_problems
+    from corl_vl.train.distributed import launched_world_size
+
+    exp = load_experiment(path)
+    # the settings (and --set) are checked before the warm start spends a minute
+    checked = finalize(apply_overrides(config_from_dict(exp.cohort, path), overrides), path)
+    if launched_world_size() > 1:
+        raise CorlError(f"{path}: experiment files (warm_start + cohort) run in one process; drop torchrun")
+    print("warm-starting the bases on labelled problems (cached after the first run) …")
+    bases = ensure_bases(exp, log_every=50)
+    cfg = cohort_config(exp, bases, reward=checked.train.reward, seed=checked.train.seed, overrides=overrides)
+    problems = train_problems(cfg, exp.skills, text_view=exp.text_view)
+    if cfg.data.problems_per_step > len(problems):
+        raise CorlError(
+            f"data.problems_per_step={cfg.data.problems_per_step} but {path} makes {len(problems)} problems"
+        )
+    return cfg, lambda c, device: build_cohort(c, problems, device)
 
 
 def pin_template_dates(cfg: CohortConfig) -> None:

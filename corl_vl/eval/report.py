@@ -30,14 +30,26 @@ def write_run(folder: Path, results: Mapping[str, Any], records: Mapping[str, Re
 
 
 # ---------------------------------------------------------------------------------------------- reading
-def read_responses(path: str | Path) -> dict[str, list[str]]:
-    """Responses keyed by record id from a JSONL file (``id`` + ``response`` or ``responses`` per line)."""
+def read_responses(path: str | Path, *, allow_multiple: bool = False) -> dict[str, list[str]]:
+    """Responses keyed by record id from a JSONL file (``id`` + ``response`` or ``responses`` per line).
+
+    An id on two lines is refused unless ``allow_multiple`` (then they are scored together, avg@k): a file
+    concatenated twice or two runs merged by mistake would otherwise be averaged silently.
+    """
     path = Path(path).expanduser()
     out: dict[str, list[str]] = {}
+    first_line: dict[str, int] = {}
     for lineno, row in read_jsonl(path, what="responses file"):
         where = f"{path}:{lineno}"
         if row.get("id") is None:
             raise CorlError(f"{where}: missing field 'id'")
+        rid = str(row["id"])
+        if rid in first_line and not allow_multiple:
+            raise CorlError(
+                f"{where}: id '{rid}' already appeared on line {first_line[rid]}; pass --allow-multiple to score "
+                f"several responses per id (avg@k), or remove the duplicate"
+            )
+        first_line.setdefault(rid, lineno)
         if "response" in row:
             found = [row["response"]]
         elif "responses" in row and isinstance(row["responses"], list):
@@ -82,6 +94,7 @@ def render_markdown(table: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str
     for run in runs:
         cells = [_pct(table[run][b]["overall"]) if b in table[run] else "–" for b in benchmarks]
         lines.append(f"| {run} | " + " | ".join(cells) + " |")
+    lines += _scoring_table(table, runs, benchmarks)
     for bench in benchmarks:
         keys = _REPORT_METRICS.get(bench, ("accuracy",))
         lines += ["", f"## {bench}", "", "| run | records | missing | " + " | ".join(keys) + " |"]
@@ -93,6 +106,28 @@ def render_markdown(table: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str
             cells = [_pct(res["metrics"].get(k)) for k in keys]
             lines.append(f"| {run} | {res['n_records']} | {res['n_missing']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _scoring_table(
+    table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: list[str], benchmarks: list[str]
+) -> list[str]:
+    """Both scorings side by side, and on how many records their verdicts disagree (docs/grading.md)."""
+    rows = [
+        f"| {run} | {bench} | {_pct(res.get('overall_official'))} | {_pct(res.get('overall_verified'))} "
+        f"| {res.get('n_disagree', 0)} |"
+        for run in runs
+        for bench in benchmarks
+        if (res := table[run].get(bench)) is not None and "overall_official" in res
+    ]
+    if not rows:
+        return []
+    head = [
+        "", "## Official vs verified scoring", "",
+        "Official: each benchmark's published rules (comparable with published tables). Verified: lenient "
+        "extraction + mathematical equivalence. Disagree: records whose two verdicts differ.", "",
+        "| run | benchmark | official | verified | disagree |", "|---|---|---:|---:|---:|",
+    ]  # fmt: skip
+    return head + rows
 
 
 def plot_bars(table: Mapping[str, Mapping[str, Mapping[str, Any]]], path: Path) -> None:

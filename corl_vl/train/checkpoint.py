@@ -92,6 +92,8 @@ def _clear_save_errors(target: Path) -> Iterator[None]:
 
     try:
         yield
+    except CorlError as err:  # already one line (corl_vl.io names the folder it could not write)
+        raise CorlError(f"saving checkpoint failed: {err}; the previous checkpoint is intact") from None
     except OSError as err:
         line = os_error_line(err)
         if line is None:
