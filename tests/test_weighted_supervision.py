@@ -1,0 +1,103 @@
+"""Reliability-weighted supervision in the cohort step and from the CLI, on three tiny real models.
+
+As in test_cohort, the engines' completion *texts* are controlled (the ids and logprobs stay the models' own
+samples): agent 2 has "collapsed" onto the answer 3, agents 0 and 1 mostly say 5.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_cohort import TINY, ForcedTexts, boxed
+
+from corl_vl.cli import main
+from corl_vl.config import apply_overrides, config_from_dict
+from corl_vl.errors import CorlError
+from corl_vl.train.cohort import Cohort
+
+AGENTS = [
+    {"name": "qwen", "model": "tiny-qwen2.5-vl"},
+    {"name": "internvl", "model": "tiny-internvl3.5"},
+    {"name": "gemma", "model": "tiny-gemma3"},
+]
+PAIR = "tiny-qwen2.5-vl,tiny-internvl3.5,tiny-gemma3"
+
+
+def _cohort(weighting: str) -> Cohort:
+    cfg = config_from_dict({"agents": AGENTS, "topology": {"kind": "all_peers", "weighting": weighting}})
+    cfg = apply_overrides(cfg, TINY)
+    cohort = Cohort.from_config(cfg)
+    qwen, internvl, gemma = cohort.agents
+    qwen.engine = ForcedTexts(qwen.engine, boxed(5, 5, 5, 2))
+    internvl.engine = ForcedTexts(internvl.engine, boxed(5, 5, 5, 5))
+    gemma.engine = ForcedTexts(gemma.engine, boxed(3, 3, 3, 3))
+    return cohort
+
+
+@pytest.fixture(scope="module")
+def uniform_and_weighted():
+    return _cohort("uniform"), _cohort("dawid_skene")
+
+
+def test_dawid_skene_weighting_stops_a_collapsed_agent_from_outvoting_a_good_one(uniform_and_weighted):
+    uniform, weighted = uniform_and_weighted
+    uniform.step()
+    # internvl's label pools qwen (5, 5, 5, 2) and gemma (3, 3, 3, 3): "3" wins 4 to 3 when votes are equal;
+    # qwen's label pools internvl (four 5s) and gemma (four 3s): a tie, so no label
+    assert set(uniform.last[1].labels.values()) == {"3"}
+    assert set(uniform.last[0].labels.values()) == {None}
+    metrics = weighted.step()
+    qwen, internvl, gemma = weighted.last
+    assert set(internvl.labels.values()) == {"5"} and set(qwen.labels.values()) == {"5"}
+    assert all(r == [1.0, 1.0, 1.0, 0.0] for r in qwen.rewards.values())  # qwen's own 2 earns nothing
+    assert all(r == [0.0] * 4 for r in gemma.rewards.values())  # gemma's label is 5; it says 3
+    # reliabilities: the collapsed agent is judged the worst; every estimate is logged for every agent
+    rel = {name: metrics[name]["reliability/dawid_skene"] for name in ("qwen", "internvl", "gemma")}
+    assert rel["gemma"] < 0.1 < rel["qwen"] < rel["internvl"]
+    # agreement with the leave-one-out majority is fooled: internvl's is gemma's "3" (4 votes to 3), qwen's
+    # is a tie (no estimate), gemma's is 5 — so internvl and gemma both score 0
+    assert metrics["internvl"]["reliability/agreement"] == metrics["gemma"]["reliability/agreement"] == 0.0
+    assert "reliability/agreement" not in metrics["qwen"]
+    saved = weighted.state_dict()["supervision"]["dawid_skene"]["values"][""]  # resumes with the run
+    assert saved == [rel["qwen"], rel["internvl"], rel["gemma"]]
+
+
+def test_soft_peer_reward_pays_the_weighted_share(uniform_and_weighted):
+    cohort = uniform_and_weighted[0]
+    cohort.cfg.train.peer_reward = "soft"
+    try:
+        cohort.step()
+    finally:
+        cohort.cfg.train.peer_reward = "hard"
+    # qwen's supervisors: internvl (5, 5, 5, 5) and gemma (3, 3, 3, 3), equal weights: 5 and 3 each hold 1/2,
+    # qwen's 2 gets nothing (no supervisor said it) — soft rewards need no tie-break
+    assert all(r == [0.5, 0.5, 0.5, 0.0] for r in cohort.last[0].rewards.values())
+
+
+def test_unknown_weighting_is_one_clear_error():
+    with pytest.raises(
+        CorlError, match=r"topology\.weighting: must be one of uniform, agreement, dawid_skene"
+    ):
+        config_from_dict({"agents": AGENTS, "topology": {"kind": "all_peers", "weighting": "oracle"}})
+    with pytest.raises(CorlError, match=r"topology\.min_weight_share"):
+        config_from_dict({"agents": AGENTS, "topology": {"kind": "all_peers", "min_weight_share": 1.5}})
+
+
+def test_cli_trains_a_three_agent_cohort_with_dawid_skene_weights(tmp_path, capsys):
+    out = tmp_path / "run"
+    sets = [
+        *TINY,
+        "topology.kind=all_peers",
+        "topology.weighting=dawid_skene",
+        "topology.min_weight_share=0.3",
+    ]
+    argv = ["train", "--pair", PAIR, "--max-steps", "1", "--output-dir", str(out), "--no-progress"]
+    for s in sets:
+        argv += ["--set", s]
+    assert main(argv) == 0, capsys.readouterr().err
+    rows = [
+        json.loads(line)
+        for line in (out / "agents" / "tiny-gemma3" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert rows and "reliability/dawid_skene" in rows[-1]
