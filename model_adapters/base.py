@@ -160,8 +160,10 @@ class ModelAdapter:
         auto_model_class: ``transformers`` auto class used by :meth:`load_model`.
         supports_images: False for text-only families (a problem with images is then an error).
         importance_ratio_cap: default token-level IS truncation cap (None = off) — a family default because the
-            rollout/trainer drift is a family property (Gemma-3 drifts ≈ 0.13 nats/token).
-        contain_nonfinite_rollout_logprobs: whether NaN/inf rollout logprobs are replaced (True) or an error.
+            rollout/trainer drift is a family property (Gemma-3 drifts ≈ 0.13 nats/token). On (2.0) unless a
+            family declares otherwise: TRL and verl also correct by default; every shipped family declares it.
+        contain_nonfinite_rollout_logprobs: whether NaN/inf rollout logprobs are replaced (True: weight 1,
+            counted in ``is/nonfinite_tokens``; an engine reports a missing logprob as NaN) or an error.
         image_token: the placeholder token the processor repeats per image token (None for text families).
         template_image_placeholder: what the chat template writes per image part, if not ``image_token``
             (Gemma-3 writes ``<start_of_image>``, which its processor expands).
@@ -172,8 +174,8 @@ class ModelAdapter:
     model_types: ClassVar[tuple[str, ...]] = ()
     auto_model_class: ClassVar[str] = "AutoModelForImageTextToText"
     supports_images: ClassVar[bool] = True
-    importance_ratio_cap: ClassVar[float | None] = None
-    contain_nonfinite_rollout_logprobs: ClassVar[bool] = False
+    importance_ratio_cap: ClassVar[float | None] = 2.0
+    contain_nonfinite_rollout_logprobs: ClassVar[bool] = True
     image_token: ClassVar[str | None] = None
     template_image_placeholder: ClassVar[str | None] = None
     default_template_date: ClassVar[str] = DEFAULT_TEMPLATE_DATE

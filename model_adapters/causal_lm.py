@@ -29,6 +29,9 @@ class CausalLMAdapter(ModelAdapter):
     model_types = ("qwen2", "llama", "qwen3", "mistral")
     auto_model_class = "AutoModelForCausalLM"
     supports_images = False
+    importance_ratio_cap = (
+        2.0  # bf16 vLLM vs trainer drift: see docs/training.md "Importance-ratio truncation"
+    )
 
     @cached_property
     def processor(self) -> Any:

@@ -62,7 +62,8 @@ class Gemma3Adapter(ModelAdapter):
 
     model_types = ("gemma3",)
     image_token = "<image_soft_token>"
-    importance_ratio_cap = 2.0
+    template_image_placeholder = "<start_of_image>"  # the template's per-image mark; the processor expands it
+    importance_ratio_cap = 2.0  # the largest drift of the families (see docs/training.md)
     contain_nonfinite_rollout_logprobs = True
 
     def configure(self, *, do_pan_and_scan: bool = False, **family_kwargs: Any) -> None:

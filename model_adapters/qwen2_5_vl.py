@@ -28,6 +28,9 @@ class Qwen25VLAdapter(ModelAdapter):
 
     model_types = ("qwen2_5_vl",)
     image_token = "<|image_pad|>"
+    importance_ratio_cap = (
+        2.0  # bf16 vLLM vs trainer drift: see docs/training.md "Importance-ratio truncation"
+    )
 
     def _pixel_bounds(self) -> tuple[int, int, int]:
         """(grid factor, min pixels, max pixels): user options first, else the checkpoint's processor config."""

@@ -15,7 +15,35 @@ from corl_vl.data.datasets import FieldMap, load_problems
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 
-__all__ = ["load_paired_view", "verify_paired_views"]
+__all__ = ["answer_in_base_options", "load_paired_view", "verify_paired_views"]
+
+
+def _option_key(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def answer_in_base_options(
+    answer: str | None, view_choices: Sequence[str] | None, base_choices: Sequence[str] | None
+) -> str | None:
+    """An answer read against an agent's view of the options, restated against the base problem's options.
+
+    Why: votes and rewards compare answers under the *base* options, but each agent picks a letter of *its*
+    view's options; a view that reorders them would turn its "D" into the base's D. A letter is mapped through
+    its option text: to the base letter with the same text, else to the text itself (a reworded option is then
+    compared by value). Answers that are not option letters pass through unchanged.
+    """
+    if answer is None or not view_choices or not base_choices or list(view_choices) == list(base_choices):
+        return answer
+    from corl_vl.answers.options import letter_of, parse_options
+
+    view, base = parse_options(view_choices), parse_options(base_choices)
+    letter = letter_of(answer, view)
+    if letter is None:
+        return answer
+    value = view.values[view.letters.index(letter)]
+    keys = [_option_key(v) for v in base.values]
+    key = _option_key(value)
+    return base.letters[keys.index(key)] if key in keys else value
 
 
 def verify_paired_views(original: Sequence[Problem], rephrased: Sequence[Problem], *, source: str) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from corl_vl.data.problem import Problem
+from corl_vl.errors import CorlError
 
 if TYPE_CHECKING:
     from model_adapters.base import PromptInputs
@@ -25,7 +26,10 @@ class Completion:
     Attributes:
         ids: completion token ids; ends with the stop token when ``finish_reason == "stop"``.
         text: decoded text without special tokens.
-        logprobs: per-token processed logprobs (one per id); at temperature 0 (greedy) they are at T = 1.
+        logprobs: per-token processed logprobs, exactly one per id (else construction raises: a short list
+            padded with 0.0 would silently down-weight the importance ratio); NaN where the engine had none
+            for a token — the trainer then gives that token weight 1 and counts it. At temperature 0 (greedy)
+            they are at T = 1.
         finish_reason: ``"stop"`` (a stop token ended it), ``"length"`` (hit max_new_tokens: clipped) or
             ``"invalid"`` (cut before a forbidden token, see :func:`cut_at_stop`; also counted as clipped).
     """
@@ -34,6 +38,13 @@ class Completion:
     text: str
     logprobs: list[float]
     finish_reason: str
+
+    def __post_init__(self) -> None:
+        if len(self.logprobs) != len(self.ids):
+            raise CorlError(
+                f"rollout engine returned {len(self.logprobs)} logprobs for a completion of {len(self.ids)} "
+                "tokens; an engine must give exactly one per completion token"
+            )
 
     @property
     def clipped(self) -> bool:
@@ -65,13 +76,17 @@ class RolloutEngine(Protocol):
     ) -> list[Rollout]:
         """K completions per problem, in the problems' order. ``temperature == 0`` means greedy.
 
-        ``prompts`` (the adapter's encodings of ``problems``) may be given to skip re-encoding; engines that
-        tokenise themselves ignore it. Same ``seed`` and weights → same completions.
+        ``prompts`` (the adapter's encodings of ``problems``): when given, an engine generates from exactly
+        these token ids and images and renders nothing itself — the trainer scores the same ids (render once).
+        Without them the engine encodes each problem once. Same ``seed`` and weights → same completions.
         """
         ...
 
     def sync_weights(self, model: Any) -> None:
-        """Make the engine sample from ``model``'s current weights (called after every optimizer step)."""
+        """Make the engine sample from ``model``'s current weights; only ever called on an awake engine.
+
+        The agent alone drives sleep / wake / sync, in that order (:meth:`corl_vl.train.agent.Agent.prepare_engine`).
+        """
         ...
 
     def sleep(self) -> None:
@@ -79,7 +94,7 @@ class RolloutEngine(Protocol):
         ...
 
     def wake(self) -> None:
-        """Undo :meth:`sleep` before the next rollout."""
+        """Undo :meth:`sleep` before the next rollout (and before a weight sync)."""
         ...
 
 

@@ -5,10 +5,20 @@ Why these settings (ENVIRONMENT.md, measured):
   temperature/top-p); the default raw logprobs bias the importance ratio at T ≠ 1.
 - requests are built by the adapter from *unexpanded* prompt ids (vLLM expands image placeholders itself), so
   vLLM sees the same prompt tokens as the HF trainer.
-- weight sync: ``collective_rpc("reload_weights", weights_path=…)`` from a ``save_pretrained`` folder — the
-  checkpoint-format names vLLM's loaders expect, whatever names transformers uses in memory, and it works
-  with vLLM's multiprocessing on — then prefix-cache and encoder-cache resets (else stale KV / "Encoder cache
-  miss" for VLMs). Tied embeddings need no special case: the folder holds what ``from_pretrained`` reads.
+- weight sync: ``collective_rpc("reload_weights", weights_iterator=…)`` with the tensors in memory, renamed to
+  the checkpoint-format names vLLM's loaders expect (transformers' own save-time renaming), when the engine
+  core runs in this process (the default here; also under ``external_launcher``). With vLLM's multiprocessing
+  on, the iterator cannot cross the process boundary, so the weights go through a ``save_pretrained`` folder
+  written by *this* rank (transformers writes on global rank 0 only once torch.distributed is up, which left
+  every other rank reloading stale files). Then prefix-cache and encoder-cache resets (else stale KV /
+  "Encoder cache miss" for VLMs).
+- a sync into a sleeping engine is refused: sleep level 1 moves the weights to a CPU backup and frees their
+  GPU memory, so a reload would write into freed memory and ``wake_up`` would restore the stale backup. The
+  agent (:meth:`corl_vl.train.agent.Agent.prepare_engine`) wakes first, then syncs.
+- under ``torchrun`` (WORLD_SIZE > 1) each rank holds its own in-process engine: vLLM's ``external_launcher``
+  executor, which reuses the launcher's process group instead of spawning workers.
+- sampling seeds are spaced by K: vLLM gives sample j of a request the seed ``seed + j``, so problem i's
+  request seed must be ``seed + i·K`` for no two samples of a step to share a random stream.
 - on CPU, KV cache size is explicit (else ~21 GiB is reserved) and ``enforce_eager=True``; sleep is refused on
   CPU, so :meth:`sleep`/:meth:`wake` only act on GPU.
 """
@@ -23,8 +33,94 @@ from pathlib import Path
 from typing import Any
 
 from corl_vl.data.problem import Problem
+from corl_vl.errors import CorlError
 from corl_vl.paths import cache_dir
 from corl_vl.rollout.base import Completion, Rollout, cut_at_stop
+
+
+def engine_kwargs(
+    adapter: Any,
+    *,
+    on_gpu: bool,
+    seed: int,
+    kv_cache_memory_bytes: int,
+    gpu_memory_utilization: float,
+    sleep_between_phases: bool,
+    max_model_len: int | None,
+    world_size: int,
+) -> dict[str, Any]:
+    """The ``vllm.LLM(...)`` arguments for one rank's engine."""
+    kwargs: dict[str, Any] = {
+        **adapter.vllm_engine_kwargs(),
+        "logprobs_mode": "processed_logprobs",
+        "seed": seed,
+    }
+    if max_model_len is not None:
+        kwargs["max_model_len"] = max_model_len
+    if on_gpu:
+        kwargs.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=sleep_between_phases)
+    else:
+        kwargs.update(enforce_eager=True, kv_cache_memory_bytes=kv_cache_memory_bytes)
+    if world_size > 1:
+        kwargs["distributed_executor_backend"] = "external_launcher"
+    return kwargs
+
+
+def request_seeds(seed: int, n_problems: int, k: int) -> list[int]:
+    """Per-request seeds: vLLM seeds sample j of a request with ``seed + j``, so requests are K apart."""
+    return [seed + i * k for i in range(n_problems)]
+
+
+def completion_logprobs(token_ids: Sequence[int], steps: Sequence[Any] | None) -> list[float]:
+    """One processed logprob per token; NaN where vLLM reported no entry for the sampled token.
+
+    A missing entry is counted as non-finite by the trainer (weight 1), never read as 0.0; a list of the wrong
+    length is an engine fault and raises.
+    """
+    steps = list(steps or [])
+    if len(steps) != len(token_ids):
+        raise CorlError(
+            f"vLLM returned {len(steps)} logprob entries for {len(token_ids)} completion tokens "
+            "(is SamplingParams.logprobs set?)"
+        )
+    out = []
+    for tok, step in zip(token_ids, steps):
+        entry = step.get(tok) if step is not None else None
+        out.append(float(entry.logprob) if entry is not None else float("nan"))
+    return out
+
+
+def check_prompt_tokens(prompts: Sequence[Any], outputs: Sequence[Any]) -> None:
+    """vLLM's expanded prompt must be exactly the ids the trainer scores; anything else is one clear error."""
+    for prompt, out in zip(prompts, outputs):
+        built = list(out.prompt_token_ids or [])
+        if built != prompt.prompt_ids:
+            same = (i for i, (a, b) in enumerate(zip(built, prompt.prompt_ids)) if a != b)
+            first = next(same, min(len(built), len(prompt.prompt_ids)))
+            raise CorlError(
+                f"vLLM built {len(built)} prompt tokens for problem {prompt.problem_id}, the trainer scores "
+                f"{len(prompt.prompt_ids)} (first difference at token {first}); the adapter's vllm_request and "
+                "processor options must give vLLM the same prompt"
+            )
+
+
+def checkpoint_format_weights(model: Any) -> list[tuple[str, Any]]:
+    """``model``'s tensors under the names ``save_pretrained`` would write (what vLLM's loaders expect)."""
+    from transformers.core_model_loading import revert_weight_conversion
+
+    return list(revert_weight_conversion(model, model.state_dict()).items())
+
+
+def save_weights_on_this_rank(model: Any, processor: Any, folder: Path) -> None:
+    """``save_pretrained`` of model and processor written by this rank (transformers' rank-0 gate lifted)."""
+    model.should_save_on_this_rank = lambda is_main_process: is_main_process
+    try:
+        model.save_pretrained(folder, safe_serialization=True, is_main_process=True)
+    finally:
+        del model.should_save_on_this_rank
+    processor.save_pretrained(folder)
+    if not (folder / "config.json").exists():
+        raise CorlError(f"{folder}: the vLLM sync folder has no config.json after save_pretrained")
 
 
 class VLLMEngine:
@@ -50,20 +146,15 @@ class VLLMEngine:
 
         self.adapter = adapter
         self.on_gpu = torch.cuda.is_available()
-        kwargs: dict[str, Any] = {
-            **adapter.vllm_engine_kwargs(),
-            "logprobs_mode": "processed_logprobs",
-            "seed": seed,
-        }
-        if max_model_len is not None:
-            kwargs["max_model_len"] = max_model_len
-        if self.on_gpu:
-            kwargs.update(
-                gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=sleep_between_phases
-            )
-        else:
-            kwargs.update(enforce_eager=True, kv_cache_memory_bytes=kv_cache_memory_bytes)
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        kwargs = engine_kwargs(
+            adapter, on_gpu=self.on_gpu, seed=seed, kv_cache_memory_bytes=kv_cache_memory_bytes,
+            gpu_memory_utilization=gpu_memory_utilization, sleep_between_phases=sleep_between_phases,
+            max_model_len=max_model_len, world_size=world_size,
+        )  # fmt: skip
         self.sleep_between_phases = sleep_between_phases and self.on_gpu
+        # in-memory sync needs the engine core in this process (no multiprocessing, or external_launcher)
+        self.in_process = os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" or world_size > 1
         self.llm = LLM(**kwargs)
         self._asleep = False
         self._sync_dir = Path(tempfile.mkdtemp(prefix="vllm-sync-", dir=cache_dir()))
@@ -86,7 +177,9 @@ class VLLMEngine:
         from vllm import SamplingParams
 
         stop_ids = self.adapter.stop_token_ids
-        requests = [self.adapter.vllm_request(p) for p in problems]
+        if prompts is None:  # stand-alone use (evaluation): render here, once
+            prompts = [self.adapter.encode_prompt(p) for p in problems]
+        requests = [self.adapter.vllm_request(p) for p in prompts]  # the caller's rendering, never a new one
         params = [
             SamplingParams(
                 n=k,
@@ -95,20 +188,21 @@ class VLLMEngine:
                 top_k=0 if temperature > 0 else -1,
                 max_tokens=max_new_tokens,
                 logprobs=0,
-                seed=seed + i,
+                seed=request_seed,
                 stop_token_ids=stop_ids,
                 detokenize=False,
             )
-            for i in range(len(problems))
+            for request_seed in request_seeds(seed, len(problems), k)
         ]
         outputs = self.llm.generate(requests, params, use_tqdm=False)
+        check_prompt_tokens(prompts, outputs)
         forbidden = self.adapter.placeholder_token_ids
         rollouts = []
         for problem, out in zip(problems, outputs):
             completions = []
             for c in out.outputs:
                 token_ids = list(c.token_ids)
-                lps = [float(step[tok].logprob) for tok, step in zip(token_ids, c.logprobs or [])]
+                lps = completion_logprobs(token_ids, c.logprobs)
                 ids, reason = cut_at_stop(token_ids, stop_ids, forbidden)
                 text = self.adapter.decode(ids)
                 completions.append(
@@ -118,17 +212,25 @@ class VLLMEngine:
         return rollouts
 
     def sync_weights(self, model: Any) -> None:
-        """Reload the engine's weights from ``model`` (via this engine's sync folder) and drop stale caches.
+        """Reload the engine's weights from ``model`` and drop stale caches; refused while asleep.
 
-        The folder lives as long as the engine (vLLM re-reads processor files from the last weights path), and
-        holds the processor too; each sync overwrites the weights in it.
+        In memory when the engine core is in this process; else via this engine's sync folder, which lives as
+        long as the engine (vLLM re-reads processor files from the last weights path).
         """
-        folder = self._sync_dir
-        model.save_pretrained(folder, safe_serialization=True)
-        self.adapter.processor.save_pretrained(folder)
-        self.llm.collective_rpc(
-            "reload_weights", kwargs={"weights_path": str(folder), "is_checkpoint_format": True}
-        )
+        if self._asleep:
+            raise CorlError(
+                "vLLM engine: weight sync while asleep (its weights are offloaded); wake it first"
+            )
+        if self.in_process:
+            self.llm.collective_rpc(
+                "reload_weights",
+                kwargs={"weights_iterator": checkpoint_format_weights(model), "is_checkpoint_format": True},
+            )
+        else:
+            save_weights_on_this_rank(model, self.adapter.processor, self._sync_dir)
+            self.llm.collective_rpc(
+                "reload_weights", kwargs={"weights_path": str(self._sync_dir), "is_checkpoint_format": True}
+            )
         self.llm.reset_prefix_cache()
         reset_encoder = getattr(self.llm.llm_engine, "reset_encoder_cache", None)
         if reset_encoder is not None:

@@ -110,7 +110,7 @@ class Agent:
         adapter: Any = None,
     ) -> Agent:
         if adapter is None:
-            adapter = create_adapter(agent_cfg.model, adapter=agent_cfg.adapter, **agent_cfg.adapter_kwargs)
+            adapter = create_adapter(agent_cfg.model, adapter=agent_cfg.adapter, **agent_cfg.adapter_options())
         model = adapter.load_model(device=device)
         if cfg.train.gradient_checkpointing:
             model.gradient_checkpointing_enable()
@@ -139,7 +139,11 @@ class Agent:
         return [self.view[i] for i in ids]
 
     def rollout(self, ids: Sequence[str], *, seed: int) -> tuple[list[Any], list[Rollout]]:
-        """Encode this agent's view of ``ids`` and sample K completions each; checks the ids came back."""
+        """Encode this agent's view of ``ids`` and sample K completions each; checks the ids came back.
+
+        Render once: the prompts returned here are the ones the engine generated from and the ones the update
+        scores — no engine renders a problem again (a second rendering could differ, e.g. across midnight).
+        """
         problems = self.problems(ids)
         prompts = [self.adapter.encode_prompt(p) for p in problems]
         grpo = self.cfg.grpo
@@ -185,15 +189,23 @@ class Agent:
         reference_logprobs = None
         if self.loss_spec.beta > 0:
             reference_logprobs = self.score(batch.prompts, batch.completions, model=self.ref_model).logprobs
-        rollout_logprobs, replaced = self.adapter.contain_rollout_logprobs(
-            batch.rollout_logprobs.to(device), old.logprobs, old.mask
-        )
+        rollout_logprobs = batch.rollout_logprobs.to(device)
+        if self.importance_ratio_cap is None:  # ratios only logged: a non-finite one is counted, never fatal
+            replaced = ~torch.isfinite(rollout_logprobs) & old.mask.bool()
+        else:
+            rollout_logprobs, replaced = self.adapter.contain_rollout_logprobs(
+                rollout_logprobs, old.logprobs, old.mask
+            )
         weights = importance_weights(old.logprobs, rollout_logprobs, mask, cap=self.importance_ratio_cap)
         rho = weights.rho if self.importance_ratio_cap is not None else None
         metrics.update(weights.metrics)
         metrics["is/nonfinite_tokens"] = float(replaced.sum())
         advantages = batch.advantages.to(device)
-        rows = [i for i in range(len(batch.prompts)) if self.loss_spec.beta > 0 or advantages[i] != 0]
+        # an empty completion (cut at an image placeholder) has no token to carry a gradient: never trained
+        rows = [
+            i for i in range(len(batch.prompts))
+            if batch.completions[i] and (self.loss_spec.beta > 0 or advantages[i] != 0)
+        ]  # fmt: skip
         micro_batch_size = grpo.micro_batch_size
         micro_batches = -(-len(rows) // micro_batch_size)
         plan = self.backend.plan(Normalizer.of(mask), micro_batches, len(rows))
@@ -232,8 +244,11 @@ class Agent:
 
     def _zero_loss(self, batch: Batch) -> torch.Tensor:
         """A loss of exactly 0 through a real forward (a backward pass that contributes no gradient)."""
+        row = next(
+            (i for i, ids in enumerate(batch.completions) if ids), 0
+        )  # a row with tokens to differentiate
         current = self.adapter.completion_logprobs(
-            self.backend.train_module, batch.prompts[:1], batch.completions[:1],
+            self.backend.train_module, batch.prompts[row : row + 1], batch.completions[row : row + 1],
             temperature=self.cfg.grpo.temperature or 1.0, micro_batch_size=1,
         )  # fmt: skip
         return current.logprobs.sum() * 0.0

@@ -89,14 +89,30 @@ def _advance_schedule(scheduler: torch.optim.lr_scheduler.LRScheduler) -> None:
 
 
 class TorchBackend:
-    """One process holds the whole model: plain ``backward``, clip, AdamW ``step``."""
+    """One process holds the whole model: plain ``backward``, clip, AdamW ``step``.
 
-    def __init__(self, model: Any, train: TrainConfig, *, lr: float) -> None:
+    Low-precision (bf16/fp16) parameters get fp32 master weights: AdamW steps the fp32 copies and the model
+    receives them rounded. Stepping bf16 weights directly loses every update smaller than half a bf16 ulp —
+    at RL learning rates (~1e-6) that is nearly all of them, and the run silently trains nothing.
+    ``master_weights=None`` decides by the parameters' dtype; DeepSpeed keeps its own masters (``False``).
+    """
+
+    def __init__(
+        self, model: Any, train: TrainConfig, *, lr: float, master_weights: bool | None = None
+    ) -> None:
         self.model = model
+        self.train_cfg, self.lr = train, lr
         self.grad_clip = train.grad_clip
         params = [p for p in model.parameters() if p.requires_grad]
+        if master_weights is None:
+            master_weights = any(p.dtype != torch.float32 for p in params)
+        # (model parameter, its fp32 master) pairs; empty when the parameters are stepped directly
+        self.masters: list[tuple[torch.nn.Parameter, torch.Tensor]] = (
+            [(p, p.detach().float().clone()) for p in params] if master_weights else []
+        )
+        stepped = [m for _, m in self.masters] if self.masters else params
         self.optimizer = torch.optim.AdamW(
-            params, lr=lr, betas=tuple(train.adam_betas), weight_decay=train.weight_decay, eps=1e-8
+            stepped, lr=lr, betas=tuple(train.adam_betas), weight_decay=train.weight_decay, eps=1e-8
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(train.max_steps, train.warmup_ratio, train.scheduler)
@@ -111,15 +127,27 @@ class TorchBackend:
 
     def zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
+        for param, _ in self.masters:
+            param.grad = None
 
     def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
 
     def step(self, plan: StepPlan, zero_loss: Callable[[], torch.Tensor]) -> float:
-        """Clip, step, zero; returns the pre-clip gradient norm."""
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip))
+        """Clip, step, zero; returns the pre-clip gradient norm (of the fp32 gradients with master weights)."""
+        if self.masters:
+            for param, master in self.masters:
+                master.grad = None if param.grad is None else param.grad.float()
+                param.grad = None
+            stepped = [m for _, m in self.masters]
+        else:
+            stepped = list(self.model.parameters())
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(stepped, self.grad_clip))
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for param, master in self.masters:
+                param.copy_(master)
         _advance_schedule(self.scheduler)
         return grad_norm
 
@@ -130,11 +158,19 @@ class TorchBackend:
         return contextlib.nullcontext()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+        state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+        if self.masters:  # the saved model holds the rounded weights; the fp32 masters carry the rest
+            state["master_weights"] = [master for _, master in self.masters]
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        saved = state.get("master_weights")
+        with torch.no_grad():
+            for i, (param, master) in enumerate(self.masters):
+                # a checkpoint without masters (older, or saved in fp32) restarts them from the loaded model
+                master.copy_(saved[i] if saved is not None else param.float())
 
     def save(self, folder: Path) -> None:
         """Nothing beyond :meth:`state_dict`: the weights are the model's own ``save_pretrained``."""
@@ -169,6 +205,10 @@ class DeepSpeedBackend:
     def __init__(self, base: TorchBackend, ds_config: dict[str, Any], mpu: Any, dp_group: Any) -> None:
         from corl_vl.train.distributed import deepspeed_engine
 
+        if (
+            base.masters
+        ):  # DeepSpeed keeps its own fp32 masters (bf16 config): AdamW over the model's parameters
+            base = TorchBackend(base.model, base.train_cfg, lr=base.lr, master_weights=False)
         self.model, self.optimizer, self.scheduler = base.model, base.optimizer, base.scheduler
         self.engine = deepspeed_engine(base.model, base.optimizer, ds_config, mpu)
         self.dp_group, self.dp_size = dp_group, mpu.get_data_parallel_world_size()

@@ -27,6 +27,7 @@ import torch
 from corl_vl.train.agent import Agent, Batch
 from corl_vl.answers import extract_answer, vote
 from corl_vl.answers.equivalence import equivalent
+from corl_vl.data.paired import answer_in_base_options
 from corl_vl.config import CohortConfig
 from corl_vl.data.problem import Problem
 from corl_vl.train.distributed import DistContext
@@ -187,7 +188,7 @@ class Cohort:
             acfg = cfg.agents[index]
             from model_adapters.registry import create_adapter
 
-            adapter = create_adapter(acfg.model, adapter=acfg.adapter, **acfg.adapter_kwargs)
+            adapter = create_adapter(acfg.model, adapter=acfg.adapter, **acfg.adapter_options())
             view = agent_view(base, cfg, acfg.data_view, text_only=not adapter.supports_images)
             agents.append(Agent.from_config(acfg, cfg, view, device=device, adapter=adapter))
         if dist is not None:
@@ -222,18 +223,18 @@ class Cohort:
         for i, agent in zip(self.indices, self.agents):
             seed = rollout_seed(cfg.train.seed, self.step_index, i)
             prompts, rollouts = agent.rollout(mine, seed=seed)
-            answers = {
-                r.problem_id: [
-                    extract_answer(c.text, agent.view[r.problem_id].choices) for c in r.completions
-                ]
+            answers = {  # read against the agent's own options, stated against the base problem's
+                r.problem_id: [self._base_answer(agent, r.problem_id, c.text) for c in r.completions]
                 for r in rollouts
             }
             steps.append(AgentStep(prompts=prompts, rollouts=rollouts, answers=answers))
-        times["time/rollout"] = time.perf_counter() - t0
+        # a sync deferred while the engine slept ran at the start of this rollout: report it as sync time
+        deferred_sync = sum(agent.take_sync_seconds() for agent in self.agents)
+        times["time/rollout"] = time.perf_counter() - t0 - deferred_sync
 
         t0 = time.perf_counter()
         for agent, st in zip(self.agents, steps):
-            agent.engine.sleep()
+            agent.release_engine()
             st.scored = agent.score(*self._rows(st))
         local = {agent.name: st.answers for agent, st in zip(self.agents, steps)}
         self.last_answers = local if self.dist is None else self.dist.exchange(ids, local, self.names)
@@ -250,12 +251,11 @@ class Cohort:
             batch = Batch(prompts, completions, self._rollout_logprobs(st), adv)
             m = agent.update(batch, old=st.scored)
             t_update += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            agent.sync()
-            t_sync += time.perf_counter() - t0
+            agent.sync()  # into the engine now if it is awake, else on its next wake
+            t_sync += agent.take_sync_seconds()
             m.update(self._step_metrics(mine, st, rewards))
             metrics[agent.name] = m
-        times["time/update"], times["time/sync"] = t_update, t_sync
+        times["time/update"], times["time/sync"] = t_update, t_sync + deferred_sync
         for m in metrics.values():
             m.update(times)
         self.step_index += 1
@@ -268,6 +268,12 @@ class Cohort:
         return prompts, completions
 
     @staticmethod
+    def _base_answer(self, agent: Agent, pid: str, text: str) -> str | None:
+        view_choices = agent.view[pid].choices
+        return answer_in_base_options(
+            extract_answer(text, view_choices), view_choices, self.base[pid].choices
+        )
+
     def _rollout_logprobs(st: AgentStep) -> torch.Tensor:
         comps = [c for r in st.rollouts for c in r.completions]
         width = max((len(c.ids) for c in comps), default=0)
