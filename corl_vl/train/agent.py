@@ -110,7 +110,7 @@ class Agent:
         adapter: Any = None,
     ) -> Agent:
         if adapter is None:
-            adapter = create_adapter(agent_cfg.model, adapter=agent_cfg.adapter, **agent_cfg.adapter_options())
+            adapter = create_adapter(agent_cfg.model, adapter=agent_cfg.adapter, **agent_cfg.adapter_kwargs)
         model = adapter.load_model(device=device)
         if cfg.train.gradient_checkpointing:
             model.gradient_checkpointing_enable()
@@ -139,11 +139,7 @@ class Agent:
         return [self.view[i] for i in ids]
 
     def rollout(self, ids: Sequence[str], *, seed: int) -> tuple[list[Any], list[Rollout]]:
-        """Encode this agent's view of ``ids`` and sample K completions each; checks the ids came back.
-
-        Render once: the prompts returned here are the ones the engine generated from and the ones the update
-        scores — no engine renders a problem again (a second rendering could differ, e.g. across midnight).
-        """
+        """Encode this agent's view of ``ids`` and sample K completions each; checks the ids came back."""
         problems = self.problems(ids)
         prompts = [self.adapter.encode_prompt(p) for p in problems]
         grpo = self.cfg.grpo
@@ -244,13 +240,13 @@ class Agent:
 
     def _zero_loss(self, batch: Batch) -> torch.Tensor:
         """A loss of exactly 0 through a real forward (a backward pass that contributes no gradient)."""
-        row = next(
-            (i for i, ids in enumerate(batch.completions) if ids), 0
-        )  # a row with tokens to differentiate
         current = self.adapter.completion_logprobs(
             self.backend.train_module, batch.prompts[row : row + 1], batch.completions[row : row + 1],
             temperature=self.cfg.grpo.temperature or 1.0, micro_batch_size=1,
         )  # fmt: skip
+        row = next(
+            (i for i, ids in enumerate(batch.completions) if ids), 0
+        )  # a row with tokens to differentiate
         return current.logprobs.sum() * 0.0
 
     def full_weights(self) -> Any:
