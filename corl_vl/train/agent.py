@@ -240,13 +240,12 @@ class Agent:
 
     def _zero_loss(self, batch: Batch) -> torch.Tensor:
         """A loss of exactly 0 through a real forward (a backward pass that contributes no gradient)."""
+        # a row with tokens, so there is something to differentiate
+        row = next((i for i, ids in enumerate(batch.completions) if ids), 0)
         current = self.adapter.completion_logprobs(
             self.backend.train_module, batch.prompts[row : row + 1], batch.completions[row : row + 1],
             temperature=self.cfg.grpo.temperature or 1.0, micro_batch_size=1,
         )  # fmt: skip
-        row = next(
-            (i for i, ids in enumerate(batch.completions) if ids), 0
-        )  # a row with tokens to differentiate
         return current.logprobs.sum() * 0.0
 
     def full_weights(self) -> Any:
