@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from test_cohort import TINY, TINY_COHORT, ForcedTexts
 
 from corl_vl.cli.train import train
@@ -91,8 +92,13 @@ def test_checkpoint_folder_loads_with_from_pretrained(tmp_path):
     run = tmp_path / "run"
     cfg = _config(run)
     cfg.train.max_steps = 1
+    cfg.agents[0].template_date = "2025-02-03"  # pinned template date: recorded in config.yaml and the checkpoint
     train(cfg, progress=False, build=_builder())
     assert latest_checkpoint(run).name == "step-000001"
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert [a["template_date"] for a in saved["agents"]] == ["2025-02-03", "2024-07-26"]
+    record = json.loads((latest_checkpoint(run) / "qwen" / "corl_prompt.json").read_text())
+    assert record["template_date"] == "2025-02-03" and "<|im_start|>" in record["chat_template"]
     link = run / "checkpoints" / "latest"  # a directory link: checkpoints/latest/<agent> is a model folder
     assert link.is_symlink() and link.resolve() == latest_checkpoint(run).resolve()
     from transformers import AutoConfig
@@ -100,7 +106,9 @@ def test_checkpoint_folder_loads_with_from_pretrained(tmp_path):
     from model_adapters.registry import create_adapter
 
     assert AutoConfig.from_pretrained(link / "qwen").model_type
-    model = create_adapter(str(link / "qwen")).load_model()
+    adapter = create_adapter(str(link / "qwen"))
+    assert adapter.template_date == "2025-02-03"  # evaluating the checkpoint renders the trained prompts
+    model = adapter.load_model()
     assert sum(p.numel() for p in model.parameters()) > 0
 
 
