@@ -92,7 +92,7 @@ def test_checkpoint_folder_loads_with_from_pretrained(tmp_path):
     run = tmp_path / "run"
     cfg = _config(run)
     cfg.train.max_steps = 1
-    cfg.agents[0].template_date = "2025-02-03"  # pinned template date: recorded in config.yaml and the checkpoint
+    cfg.agents[0].template_date = "2025-02-03"  # recorded in config.yaml and in the checkpoint
     train(cfg, progress=False, build=_builder())
     assert latest_checkpoint(run).name == "step-000001"
     saved = yaml.safe_load((run / "config.yaml").read_text())
