@@ -4,7 +4,7 @@ Why typed dataclasses and a strict loader: a typo in a YAML key (``epsilom: 0.3`
 with the default. Every key is checked against the dataclass fields and every value is coerced to the field's
 type; anything else is a :class:`CorlError` naming the key and the file (or ``--set``).
 
-Defaults are the paper's release hyper-parameters for VLM cohorts (REFERENCE.md §2); text cohorts override
+Defaults are the paper's release hyper-parameters for VLM cohorts (docs/reference.md); text cohorts override
 K, lengths and prompts per step in their YAML.
 """
 
@@ -20,14 +20,19 @@ from typing import Any
 
 import yaml
 
+from corl_vl.answers.voting import TIE_POLICIES
 from corl_vl.errors import CorlError
+from corl_vl.rewards.registry import REWARDS
+from corl_vl.rewards.reliability import WEIGHTINGS
+from corl_vl.rollout import ENGINES
+from corl_vl.train.objectives import ADVANTAGES, LOSS_TYPES
 
-REWARDS = ("co_rl", "ttrl", "intuitor", "rent", "empo", "gt")
-ENGINES = ("hf", "vllm")
+# the choices of every name-valued key come from the table that implements them (one source of truth)
 TOPOLOGIES = ("mutual", "ring", "all_peers", "graph")
 GROUP_NORMALISED = ("grpo", "dr_grpo")  # advantages centred on the group mean: need k ≥ 2 completions
-WEIGHTINGS = ("uniform", "agreement", "dawid_skene")  # = corl_vl.rewards.reliability.WEIGHTINGS
 PEER_REWARDS = ("hard", "soft")
+REPORT_TO = ("tensorboard", "wandb", "none")  # metrics.jsonl is always written
+SELECT_BEST = ("none", "peer_agreement", "accuracy")  # see corl_vl.train.validation
 
 
 @dataclass
@@ -255,17 +260,21 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
         "train.reward": (cfg.train.reward, REWARDS),
         "rollout.engine": (cfg.rollout.engine, ENGINES),
         "topology.kind": (cfg.topology.kind, TOPOLOGIES),
-        "topology.ties": (cfg.topology.ties, ("none", "first")),
+        "topology.ties": (cfg.topology.ties, TIE_POLICIES),
         "topology.weighting": (cfg.topology.weighting, WEIGHTINGS),
         "train.peer_reward": (cfg.train.peer_reward, PEER_REWARDS),
         "train.scheduler": (cfg.train.scheduler, ("cosine", "constant")),
-        "grpo.loss_type": (cfg.grpo.loss_type, ("bnpo", "grpo", "dr_grpo")),
-        "grpo.advantage": (cfg.grpo.advantage, ("grpo", "dr_grpo")),
+        "grpo.loss_type": (cfg.grpo.loss_type, LOSS_TYPES),
+        "grpo.advantage": (cfg.grpo.advantage, ADVANTAGES),
+        "eval.select_best": (cfg.eval.select_best, SELECT_BEST),
         "distributed.backend": (cfg.distributed.backend, ("auto", "gloo", "nccl")),
     }
     for key, (value, allowed) in choices.items():
         if value not in allowed:
             raise bad(key, f"must be one of {', '.join(allowed)}, got '{value}'")
+    for sink in cfg.train.report_to:
+        if sink not in REPORT_TO:
+            raise bad("train.report_to", f"entries must be among {', '.join(REPORT_TO)}, got '{sink}'")
     positive = {
         "grpo.k": cfg.grpo.k,
         "grpo.max_new_tokens": cfg.grpo.max_new_tokens,
@@ -289,9 +298,10 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
         raise bad("grpo.top_p", f"must be in (0, 1], got {cfg.grpo.top_p}")
     if not 0 <= cfg.train.warmup_ratio < 1:
         raise bad("train.warmup_ratio", f"must be in [0, 1), got {cfg.train.warmup_ratio}")
-    if cfg.train.reward == "co_rl" and len(cfg.agents) < 2:
+    peers = REWARDS[cfg.train.reward].uses_peers
+    if peers and len(cfg.agents) < 2:
         raise bad("agents", "Co-RL needs at least two agents (use --baseline for a single model)")
-    if cfg.topology.kind == "mutual" and cfg.train.reward == "co_rl" and len(cfg.agents) != 2:
+    if cfg.topology.kind == "mutual" and peers and len(cfg.agents) != 2:
         raise bad(
             "topology.kind", f"mutual needs exactly 2 agents, got {len(cfg.agents)} (use ring or all_peers)"
         )

@@ -4,7 +4,10 @@ Family quirks handled here:
 - one 448² tile per image by default (``crop_to_patches=False``, 256 image tokens), as in the paper; tiling
   (up to ``max_patches`` tiles plus a thumbnail) is a family option. Tiling multiplies image tokens ~13× — an
   explicit choice, never a silent default;
-- the same processor options go to vLLM (``mm_processor_kwargs``) so both paths build the same tokens.
+- the same processor options go to vLLM (``mm_processor_kwargs``) so both paths build the same tokens;
+- HF conversions have shipped templates writing ``<image>`` (older) or ``<IMG_CONTEXT>`` (newer) per image part,
+  while the processor only expands ``<IMG_CONTEXT>``: with ``<image>`` the prompt would hold the literal text
+  and no image tokens. The template is normalised to the processor's spelling before any rendering.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from corl_vl.errors import CorlError
 from .base import ModelAdapter
 from .registry import register_adapter
 
+LEGACY_IMAGE_PLACEHOLDER = "<image>"  # older InternVL HF templates; the processor expands <IMG_CONTEXT>
+
 
 @register_adapter("internvl3_5")
 class InternVL35Adapter(ModelAdapter):
@@ -23,14 +28,14 @@ class InternVL35Adapter(ModelAdapter):
 
     model_types = ("internvl",)
     image_token = "<IMG_CONTEXT>"
+    importance_ratio_cap = (
+        2.0  # bf16 vLLM vs trainer drift: see docs/training.md "Importance-ratio truncation"
+    )
 
     def configure(
         self,
         *,
         crop_to_patches: bool = False,
-    importance_ratio_cap = (
-        2.0  # bf16 vLLM vs trainer drift: see docs/training.md "Importance-ratio truncation"
-    )
         min_patches: int | None = None,
         max_patches: int | None = None,
         **family_kwargs: Any,
@@ -42,6 +47,13 @@ class InternVL35Adapter(ModelAdapter):
         self.crop_to_patches = bool(crop_to_patches)
         self.min_patches = min_patches
         self.max_patches = max_patches
+
+    def normalize_chat_template(self, template: str) -> str:
+        # Only the template's own text is rewritten, never a rendered prompt: a question may mention "<image>".
+        context = getattr(self.processor, "image_token", None) or self.image_token
+        if context not in template and LEGACY_IMAGE_PLACEHOLDER in template:
+            return template.replace(LEGACY_IMAGE_PLACEHOLDER, context)
+        return template
 
     def processor_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"crop_to_patches": self.crop_to_patches}

@@ -35,6 +35,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "adapter_origin",
     "create_adapter",
+    "default_template_date",
     "detect_adapter",
     "get_adapter_class",
     "list_adapters",
@@ -201,6 +202,23 @@ def resolve_model(model: str | Path, *, adapter: str | None = None) -> tuple[str
             f"presets: {', '.join(PRESETS)}"
         )
     return adapter or detect_hub_adapter(spec), spec, {}
+
+
+def default_template_date(model: str | Path, *, adapter: str | None = None) -> str:
+    """The date ``create_adapter(model)`` pins its chat template to when none is given: the one recorded in a
+    corl-vl checkpoint folder, else the adapter's default. Builds nothing (no tiny checkpoint, no weights)."""
+    from .templates import read_prompt_record
+
+    spec = str(model)
+    if spec in PRESETS:
+        name = adapter or get_preset(spec).adapter
+    else:
+        if Path(spec).is_dir():
+            recorded = (read_prompt_record(spec) or {}).get("template_date")
+            if recorded:
+                return str(recorded)
+        name = resolve_model(spec, adapter=adapter)[0]
+    return get_adapter_class(name).default_template_date
 
 
 def create_adapter(model: str | Path, *, adapter: str | None = None, **kwargs: Any) -> ModelAdapter:

@@ -26,7 +26,7 @@ from corl_vl.paths import cache_dir
 from model_adapters.tiny_tokenizer import SPECS, build_tokenizer, token_ids
 
 _BUILD_LOCK = threading.Lock()
-VERSION = 3  # bump whenever a recipe below (or the tokenizer corpus) changes: cached folders are keyed by it
+VERSION = 4  # bump whenever a recipe below (or the tokenizer corpus) changes: cached folders are keyed by it
 
 # ≈ 2.5 M parameters per model: big enough to be a real network, small enough for a CPU GRPO step in seconds.
 HIDDEN = 256  # text hidden size; 8 heads of 32 — 32 is the smallest head size vLLM's CPU attention accepts

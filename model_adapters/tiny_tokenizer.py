@@ -101,8 +101,20 @@ _GEMMA3_TEMPLATE = (  # Gemma-3: BOS in the template, system text folded into th
     "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
 )
 
-_LLAMA3_TEMPLATE = (  # Llama-3 instruct: BOS in the template, header blocks, <|eot_id|> ends a turn
+_LLAMA3_TEMPLATE = (  # Llama-3.2 instruct: BOS, a dated default system block, header blocks, <|eot_id|> ends a turn
     "{{ bos_token }}"
+    "{% if date_string is not defined %}"
+    "{% if strftime_now is defined %}{% set date_string = strftime_now('%d %b %Y') %}"
+    "{% else %}{% set date_string = '26 Jul 2024' %}{% endif %}"
+    "{% endif %}"
+    "{% if messages[0]['role'] == 'system' %}"
+    "{% if messages[0]['content'] is string %}{% set system_message = messages[0]['content'] | trim %}"
+    "{% else %}{% set system_message = messages[0]['content'][0]['text'] | trim %}{% endif %}"
+    "{% set messages = messages[1:] %}"
+    "{% else %}{% set system_message = '' %}{% endif %}"
+    "<|start_header_id|>system<|end_header_id|>\n\n"
+    "Cutting Knowledge Date: December 2023\nToday Date: {{ date_string }}\n\n"
+    "{{ system_message }}<|eot_id|>"
     "{% for message in messages %}"
     "<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
     "{% if message['content'] is string %}{{ message['content'] | trim }}"

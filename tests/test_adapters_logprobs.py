@@ -72,6 +72,7 @@ def _reference_inputs(adapter, problem: Problem) -> dict:
         tokenize=True,
         return_dict=True,
         return_tensors="pt",
+        **adapter.template_variables(),  # the same pinned date (Llama-3's template reads the clock)
         **({"processor_kwargs": extra} if extra else {}),
     )
 

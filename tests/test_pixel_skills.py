@@ -65,6 +65,13 @@ def _answer_from_pixels(skill: str, pixels: np.ndarray) -> str:
         return "large" if radius > 14.5 else "small"  # the two radius ranges are 8–11 and 18–22
     if skill == "count_blobs":
         return str(_components(ink))
+    if skill in ("figure_color", "ground_color"):
+        rows, counts = np.unique(pixels.reshape(-1, 3), axis=0, return_counts=True)
+        colors: Counter[str] = Counter()
+        for rgb, count in zip(rows, counts):
+            colors[_nearest_color(rgb)] += int(count)
+        (ground, _), (figure, _) = colors.most_common(2)  # the background covers most of the picture
+        return ground if skill == "ground_color" else figure
     if skill == "tallest_bar":
         third = PIXEL_SIZE // 3
         heights = [ink[:, i * third : (i + 1) * third].any(axis=1).sum() for i in range(3)]
@@ -75,11 +82,14 @@ def _answer_from_pixels(skill: str, pixels: np.ndarray) -> str:
 @pytest.mark.parametrize("skill", sorted(PIXEL_SKILLS))
 def test_answers_agree_with_the_pixels(skill):
     problems = generate_problems(N, seed=7, skills=[skill])
+    if skill in ("figure_color", "ground_color"):
+        assert all(p.meta["params"]["figure"] != p.meta["params"]["ground"] for p in problems)
     for p in problems:
         assert p.meta["skill"] == skill and p.images[0].size == (PIXEL_SIZE, PIXEL_SIZE)
         assert _answer_from_pixels(skill, _pixels(p)) == p.answer, (p.id, p.meta["params"])
     # every class occurs, so a model cannot score by always giving one answer
-    classes = {"spot_color": 6, "spot_quadrant": 4, "spot_size": 2, "count_blobs": 4, "tallest_bar": 3}[skill]
+    classes = {"spot_color": 6, "spot_quadrant": 4, "spot_size": 2, "count_blobs": 4, "tallest_bar": 3,
+               "figure_color": 6, "ground_color": 6}[skill]  # fmt: skip
     assert len(Counter(p.answer for p in problems)) == classes
 
 
@@ -110,7 +120,7 @@ def test_pixel_skills_are_opt_in_and_deterministic():
 
 
 def test_blanked_pictures_are_white_and_keep_everything_else():
-    problems = generate_problems(6, seed=1, skills=["spot_color", "count_blobs"])
+    problems = generate_problems(6, seed=1, skills=["spot_color", "count_blobs", "ground_color"])
     blank = blank_images(problems)
     for p, q in zip(problems, blank):
         assert (q.id, q.question, q.answer, q.meta) == (p.id, p.question, p.answer, p.meta)

@@ -26,7 +26,7 @@ from corl_vl.paths import configure_cache_env  # noqa: E402
 
 SKILLS = ["spot_color", "spot_quadrant", "spot_size", "count_blobs", "tallest_bar"]
 MODELS = ["tiny-qwen2.5-vl", "tiny-internvl3.5"]
-CHANCE = {
+CHANCE = {"figure_color": 1 / 6, "ground_color": 1 / 6, "shape_color": 1 / 6, "shape_sides": 1 / 6, 
     "spot_color": 1 / 6,
     "spot_quadrant": 1 / 4,
     "spot_size": 1 / 2,

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from corl_vl.answers.equivalence import equivalent
 from corl_vl.errors import CorlError
 
-TIE_POLICIES = ("none", "first")
+# what a tie for the top answer gives (topology.ties is validated against these names)
+TIE_POLICIES = {"none": "no label", "first": "the first-seen of the tied answers"}
 
 
 @dataclass(frozen=True)

@@ -209,8 +209,7 @@ def train(
         raise CorlError(
             "--allow-config-change only applies when resuming a run that has a checkpoint (--resume)"
         )
-    if build is None:  # a custom builder brings its own problems
-        check_data(cfg)
+    problems = check_data(cfg) if build is None else None  # a custom builder brings its own problems
     record = _run_record(cfg, run_dir, previous if resume else None, allow_config_change)
     main = dist is None or dist.is_main
     if main:
@@ -220,7 +219,7 @@ def train(
         device = f"cuda:{torch.cuda.current_device()}" if dist is not None else "cuda"
     device = device or "cpu"
     if build is None:
-        cohort = Cohort.from_config(cfg, device=device, dist=dist)
+        cohort = Cohort.from_config(cfg, device=device, dist=dist, problems=problems)
     else:  # tests: build(cfg, device) or, distributed, build(cfg, device, dist)
         cohort = build(cfg, device) if dist is None else build(cfg, device, dist)
     start = (

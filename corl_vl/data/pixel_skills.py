@@ -150,6 +150,36 @@ def _mistake_tallest(params: Params) -> str:
     return _next(BAR_SLOTS, BAR_SLOTS[params["heights"].index(max(params["heights"]))])
 
 
+# --- figure and ground: the colour of a large central disk, and of the background around it -------------------
+# Both answers are read off large areas (the disk ≈ 20–30 % of the picture, the background the rest), the scale
+# at which the tiny models were measured to read colour; they differ in *where* to look.
+
+
+def _sample_figure(rng: random.Random) -> Params:
+    figure, ground = rng.sample(_COLORS, 2)
+    return {"figure": figure, "ground": ground, "radius": rng.randint(28, 34),
+            "dx": rng.randint(-6, 6), "dy": rng.randint(-6, 6)}  # fmt: skip
+
+
+def _figure_skill(question: str, field: str):
+    def render(params: Params) -> Rendered:
+        image = Image.new("RGB", (PIXEL_SIZE, PIXEL_SIZE), SHAPE_COLORS[params["ground"]])
+        center = (_HALF + params["dx"], _HALF + params["dy"])
+        _disk(ImageDraw.Draw(image), center, params["radius"], params["figure"])
+        seen = f"A picture shows a {params['figure']} circle on a {params['ground']} background."
+        return Rendered(image, question, f"{seen} {question}", params[field], None)
+
+    return render
+
+
+def _mistake_figure(params: Params) -> str:
+    return _next(_COLORS, params["figure"])
+
+
+def _mistake_ground(params: Params) -> str:
+    return _next(_COLORS, params["ground"])
+
+
 PIXEL_SKILLS: dict[str, Skill] = {
     skill.name: skill
     for skill in (
@@ -162,5 +192,9 @@ PIXEL_SKILLS: dict[str, Skill] = {
               _mistake_size),
         Skill("count_blobs", False, _sample_blobs, _render_blobs, _mistake_blobs),
         Skill("tallest_bar", False, _sample_tallest, _render_tallest, _mistake_tallest),
+        Skill("figure_color", False, _sample_figure, _figure_skill("What color is the circle?", "figure"),
+              _mistake_figure),
+        Skill("ground_color", False, _sample_figure, _figure_skill("What color is the background?", "ground"),
+              _mistake_ground),
     )
 }  # fmt: skip

@@ -76,8 +76,9 @@ class RolloutEngine(Protocol):
     ) -> list[Rollout]:
         """K completions per problem, in the problems' order. ``temperature == 0`` means greedy.
 
-        ``prompts`` (the adapter's encodings of ``problems``) may be given to skip re-encoding; engines that
-        tokenise themselves ignore it. Same ``seed`` and weights → same completions.
+        ``prompts`` (the adapter's encodings of ``problems``): when given, an engine generates from exactly
+        these token ids and images and renders nothing itself — the trainer scores the same ids (render once).
+        Without them the engine encodes each problem once. Same ``seed`` and weights → same completions.
         """
         ...
 

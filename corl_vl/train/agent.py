@@ -110,7 +110,7 @@ class Agent:
         adapter: Any = None,
     ) -> Agent:
         if adapter is None:
-            adapter = create_adapter(agent_cfg.model, adapter=agent_cfg.adapter, **agent_cfg.adapter_kwargs)
+            adapter = create_adapter(agent_cfg.model, adapter=agent_cfg.adapter, **agent_cfg.adapter_options())
         model = adapter.load_model(device=device)
         if cfg.train.gradient_checkpointing:
             model.gradient_checkpointing_enable()
@@ -139,7 +139,11 @@ class Agent:
         return [self.view[i] for i in ids]
 
     def rollout(self, ids: Sequence[str], *, seed: int) -> tuple[list[Any], list[Rollout]]:
-        """Encode this agent's view of ``ids`` and sample K completions each; checks the ids came back."""
+        """Encode this agent's view of ``ids`` and sample K completions each; checks the ids came back.
+
+        Render once: the prompts returned here are the ones the engine generated from and the ones the update
+        scores — no engine renders a problem again (a second rendering could differ, e.g. across midnight).
+        """
         problems = self.problems(ids)
         prompts = [self.adapter.encode_prompt(p) for p in problems]
         grpo = self.cfg.grpo

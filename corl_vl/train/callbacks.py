@@ -18,13 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from corl_vl.config import REPORT_TO
 from corl_vl.errors import CorlError
 from corl_vl.train.checkpoint import save_checkpoint
 from corl_vl.train.loop import Callback, StepMetrics, TrainingRun
 from corl_vl.train.reporting import clean_value, metrics_path
 from corl_vl.train.stall import StallMonitor
-
-REPORT_TO = ("tensorboard", "wandb", "none")
 
 
 class MetricsLog(Callback):

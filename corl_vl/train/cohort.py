@@ -24,25 +24,17 @@ from typing import Any
 
 import torch
 
-from corl_vl.train.agent import Agent, Batch
 from corl_vl.answers import extract_answer, vote
 from corl_vl.answers.equivalence import equivalent
-from corl_vl.data.paired import answer_in_base_options
 from corl_vl.config import CohortConfig
+from corl_vl.data.paired import answer_in_base_options
 from corl_vl.data.problem import Problem
-from corl_vl.train.distributed import DistContext
 from corl_vl.errors import CorlError
-from corl_vl.train.grpo import group_advantages
-from corl_vl.rewards import (
-    empo_rewards,
-    gt_rewards,
-    intuitor_rewards,
-    match_rewards,
-    peer_pseudo_labels,
-    rent_rewards,
-    ttrl_rewards,
-)
+from corl_vl.rewards.registry import RewardInputs, get_reward
 from corl_vl.rewards.topology import Topology, from_config
+from corl_vl.train.agent import Agent, Batch
+from corl_vl.train.distributed import DistContext
+from corl_vl.train.grpo import group_advantages
 
 SYNTHETIC_DEFAULT_N = 256
 
@@ -167,10 +159,14 @@ class Cohort:
         self.agents = agents
         self.base = {p.id: p for p in base}
         self.sampler = Sampler([p.id for p in base], seed=cfg.train.seed, shuffle=cfg.data.shuffle)
+        self.reward = get_reward(cfg.train.reward)
         self.topology: Topology | None = None
-        if cfg.train.reward == "co_rl":
+        if self.reward.uses_peers:
             spec: Any = {"graph": cfg.topology.edges} if cfg.topology.kind == "graph" else cfg.topology.kind
             self.topology = from_config(spec, len(self.names), agent_names=self.names)
+        # the reward's state across steps (Co-RL: reliability of each supervisor, train/supervision.py)
+        make_state = self.reward.make_state
+        self.supervision: Any = make_state(cfg, self.topology, self.names) if make_state else None
         self.step_index = 0
         self.last: list[AgentStep] = []  # this process's agents' step data
         self.last_answers: dict[str, dict[str, list[str | None]]] = {}  # every agent's answers, all ids
@@ -178,17 +174,25 @@ class Cohort:
 
     @classmethod
     def from_config(
-        cls, cfg: CohortConfig, *, device: str = "cpu", dist: DistContext | None = None
+        cls,
+        cfg: CohortConfig,
+        *,
+        device: str = "cpu",
+        dist: DistContext | None = None,
+        problems: Sequence[Problem] | None = None,
     ) -> Cohort:
-        """Build the agents this process holds (all of them, or in a distributed run its own one)."""
-        base = load_base_problems(cfg)
+        """Build the agents this process holds (all of them, or in a distributed run its own one).
+
+        ``problems``: the training problems when the caller already loaded them (``corl-vl train`` checks the
+        data before any model loads), else they are loaded from ``cfg.data``."""
+        base = list(problems) if problems is not None else load_base_problems(cfg)
         agents = []
         indices = [dist.agent_index] if dist is not None else range(len(cfg.agents))
         for index in indices:
             acfg = cfg.agents[index]
             from model_adapters.registry import create_adapter
 
-            adapter = create_adapter(acfg.model, adapter=acfg.adapter, **acfg.adapter_kwargs)
+            adapter = create_adapter(acfg.model, adapter=acfg.adapter, **acfg.adapter_options())
             view = agent_view(base, cfg, acfg.data_view, text_only=not adapter.supports_images)
             agents.append(Agent.from_config(acfg, cfg, view, device=device, adapter=adapter))
         if dist is not None:
@@ -254,6 +258,8 @@ class Cohort:
             agent.sync()  # into the engine now if it is awake, else on its next wake
             t_sync += agent.take_sync_seconds()
             m.update(self._step_metrics(mine, st, rewards))
+            if self.supervision is not None:
+                m.update(self.supervision.metrics.get(agent.name, {}))
             metrics[agent.name] = m
         times["time/update"], times["time/sync"] = t_update, t_sync + deferred_sync
         for m in metrics.values():
@@ -262,18 +268,18 @@ class Cohort:
         self.last = steps
         return metrics
 
-    def _rows(self, st: AgentStep) -> tuple[list[Any], list[list[int]]]:
-        prompts = [p for p, r in zip(st.prompts, st.rollouts) for _ in r.completions]
-        completions = [c.ids for r in st.rollouts for c in r.completions]
-        return prompts, completions
-
-    @staticmethod
     def _base_answer(self, agent: Agent, pid: str, text: str) -> str | None:
         view_choices = agent.view[pid].choices
         return answer_in_base_options(
             extract_answer(text, view_choices), view_choices, self.base[pid].choices
         )
 
+    def _rows(self, st: AgentStep) -> tuple[list[Any], list[list[int]]]:
+        prompts = [p for p, r in zip(st.prompts, st.rollouts) for _ in r.completions]
+        completions = [c.ids for r in st.rollouts for c in r.completions]
+        return prompts, completions
+
+    @staticmethod
     def _rollout_logprobs(st: AgentStep) -> torch.Tensor:
         comps = [c for r in st.rollouts for c in r.completions]
         width = max((len(c.ids) for c in comps), default=0)
@@ -283,62 +289,24 @@ class Cohort:
         return out
 
     def _rewards(self, ids: list[str], mine: list[str], steps: list[AgentStep]) -> None:
-        """Fill this process's agents' rewards (and labels where the reward has labels) per ``train.reward``.
+        """Fill this process's agents' rewards (and labels, where the reward votes) with one call of the
+        ``train.reward`` registered in :mod:`corl_vl.rewards.registry`.
 
-        Co-RL labels come from every agent's answers for all ``ids`` (:attr:`last_answers`), so every rank
+        Peer labels come from every agent's answers for all ``ids`` (:attr:`last_answers`), so every rank
         computes the same labels; rewards are for this rank's share ``mine``.
         """
-        kind = self.cfg.train.reward
-        choices = {pid: self.base[pid].choices for pid in ids}
-        tp = self.cfg.topology
-        if kind == "co_rl":
-            assert self.topology is not None
-            votes = peer_pseudo_labels(
-                [self.last_answers[name] for name in self.names],
-                self.topology,
-                choices=choices,
-                tie_policy=tp.ties,
-                min_share=tp.min_share,
-            )
-            self.last_labels = {
-                name: {pid: v[pid].label for pid in ids} for name, v in zip(self.names, votes)
-            }
-            for agent, st in zip(self.agents, steps):
-                st.labels = {pid: self.last_labels[agent.name][pid] for pid in mine}
-                st.rewards = match_rewards(st.answers, st.labels, choices)
-            return
+        inputs = RewardInputs(
+            cfg=self.cfg, ids=ids, mine=mine, names=self.names, local=[a.name for a in self.agents],
+            answers=self.last_answers, problems=self.base,
+            scored={agent.name: st.scored for agent, st in zip(self.agents, steps)},
+            adapters={agent.name: agent.adapter.name for agent in self.agents}, state=self.supervision,
+        )  # fmt: skip
+        rewards, labels = self.reward.function(inputs)
+        self.last_labels = labels
         for agent, st in zip(self.agents, steps):
-            if kind == "ttrl":
-                st.labels = {
-                    pid: vote(
-                        st.answers[pid], choices=choices[pid], tie_policy=tp.ties, min_share=tp.min_share
-                    ).label
-                    for pid in mine
-                }
-                st.rewards = ttrl_rewards(st.answers, choices, tie_policy=tp.ties, min_share=tp.min_share)
-            elif kind == "empo":
-                st.rewards = empo_rewards(st.answers, choices)
-            elif kind == "gt":
-                gold = {pid: self.base[pid].answer for pid in mine}
-                st.rewards = gt_rewards(st.answers, gold, choices)
-            else:  # intuitor | rent: per-sequence rewards from the trainer's own token distributions
-                per_seq = self._token_rewards(kind, agent, st)
-                k = self.cfg.grpo.k
-                st.rewards = {pid: per_seq[i * k : (i + 1) * k] for i, pid in enumerate(mine)}
-
-    def _token_rewards(self, kind: str, agent: Agent, st: AgentStep) -> list[float]:
-        scored = st.scored
-        temperature = self.cfg.grpo.temperature or 1.0
-        if kind == "rent":
-            values = rent_rewards(scored.entropy, scored.mask)
-        else:
-            certainty = getattr(scored, "self_certainty", None)
-            if certainty is None:
-                raise CorlError(
-                    f"train.reward=intuitor: adapter '{agent.adapter.name}' does not report per-token self-certainty"
-                )
-            values = intuitor_rewards(certainty, scored.mask, temperature=temperature)
-        return [float(v) for v in values]
+            st.rewards = rewards[agent.name]
+            if agent.name in labels:
+                st.labels = {pid: labels[agent.name][pid] for pid in mine}
 
     # ------------------------------------------------------------------------------------------ metrics
     def _step_metrics(self, ids: list[str], st: AgentStep, rewards: torch.Tensor) -> dict[str, float]:
@@ -381,8 +349,13 @@ class Cohort:
 
     # ------------------------------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        return {"step": self.step_index, "sampler": self.sampler.state_dict()}
+        state: dict[str, Any] = {"step": self.step_index, "sampler": self.sampler.state_dict()}
+        if self.supervision is not None:  # reliability moving averages
+            state["supervision"] = self.supervision.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step_index = int(state["step"])
         self.sampler.load_state_dict(state["sampler"])
+        if self.supervision is not None and "supervision" in state:
+            self.supervision.load_state_dict(state["supervision"])

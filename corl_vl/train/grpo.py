@@ -23,9 +23,8 @@ import torch
 from torch import Tensor
 
 from corl_vl.errors import CorlError
+from corl_vl.train.objectives import ADVANTAGES, LOSS_TYPES
 
-LOSS_TYPES = ("bnpo", "grpo", "dr_grpo")
-ADVANTAGE_TYPES = ("grpo", "dr_grpo")
 STD_EPS = 1e-4
 
 
@@ -36,15 +35,14 @@ def group_advantages(rewards: Tensor, *, scale: str = "grpo", eps: float = STD_E
     drops the std because it up-weights near-unanimous groups). Groups whose rewards are all equal get exactly
     0 either way, so they contribute no gradient.
     """
-    if scale not in ADVANTAGE_TYPES:
-        raise CorlError(f"grpo.advantage must be one of {ADVANTAGE_TYPES}, got '{scale}'")
+    if scale not in ADVANTAGES:
+        raise CorlError(f"grpo.advantage must be one of {tuple(ADVANTAGES)}, got '{scale}'")
     rewards = rewards.to(torch.float64)
     if rewards.shape[-1] < 2:
         return torch.zeros_like(rewards)
     centred = rewards - rewards.mean(dim=-1, keepdim=True)
     constant = (rewards == rewards[..., :1]).all(dim=-1, keepdim=True)
-    if scale == "grpo":
-        centred = centred / (rewards.std(dim=-1, keepdim=True) + eps)
+    centred = ADVANTAGES[scale](centred, rewards, eps)
     return torch.where(constant, torch.zeros_like(centred), centred)
 
 
@@ -110,7 +108,7 @@ class LossSpec:
 
     def __post_init__(self) -> None:
         if self.loss_type not in LOSS_TYPES:
-            raise CorlError(f"grpo.loss_type must be one of {LOSS_TYPES}, got '{self.loss_type}'")
+            raise CorlError(f"grpo.loss_type must be one of {tuple(LOSS_TYPES)}, got '{self.loss_type}'")
 
 
 @dataclass(frozen=True)
@@ -167,14 +165,9 @@ def policy_loss(
         kl = kl_k3(logprobs, ref_logprobs.detach())
         per_token = per_token + spec.beta * kl
 
-    masked = per_token * mask
-    if spec.loss_type == "bnpo":
-        loss = masked.sum() / max(norm.n_tokens, 1)
-    elif spec.loss_type == "grpo":
-        loss = (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).sum() / max(norm.n_sequences, 1)
-    else:  # dr_grpo
-        max_len = spec.max_len if spec.max_len is not None else logprobs.shape[-1]
-        loss = masked.sum() / (max(norm.n_sequences, 1) * max_len)
+    max_len = spec.max_len if spec.max_len is not None else logprobs.shape[-1]
+    aggregate = LOSS_TYPES[spec.loss_type]  # corl_vl.train.objectives
+    loss = aggregate(per_token * mask, mask, norm.n_sequences, norm.n_tokens, max_len)
 
     n_tok = mask.sum().clamp(min=1.0)
 

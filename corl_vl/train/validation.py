@@ -22,13 +22,13 @@ from typing import Any
 
 from corl_vl.answers.equivalence import equivalent
 from corl_vl.answers.voting import vote
+from corl_vl.config import SELECT_BEST
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.io import write_text_atomic
 from corl_vl.train.checkpoint import CHECKPOINTS, save_checkpoint
 from corl_vl.train.loop import Callback, TrainingRun
 
-SELECT_BEST = ("none", "peer_agreement", "accuracy")
 Evaluation = Callable[[Any], dict[str, dict[str, Any]]]  # cohort → {agent: results}
 
 

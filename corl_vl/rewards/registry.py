@@ -1,0 +1,178 @@
+"""The rewards a cohort can train with (``train.reward`` / ``--baseline``): one table, name → implementation.
+
+Why a table: the cohort step, the config validation and the CLI's ``--baseline`` choices all read the names
+from :data:`REWARDS`, so a new reward is one decorated function here (or in a plugin module that imports this
+one) and nothing else changes. Each step reward is called **once per cohort step** with every answer it may
+need and returns ``(rewards, labels)``: rewards for this process's agents and its share of the ids, and the
+labels it voted (empty for label-free rewards without labels), so no vote is computed twice.
+
+The formulas themselves are the pure functions in :mod:`corl_vl.rewards` (docs/reference.md, "Rewards").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from corl_vl.answers.voting import vote
+from corl_vl.errors import CorlError
+from corl_vl.rewards.ground_truth import gt_rewards
+from corl_vl.rewards.peer import Answers, match_rewards
+from corl_vl.rewards.self_rewards import empo_rewards, intuitor_rewards, rent_rewards
+
+Rewards = dict[str, dict[str, list[float]]]  # agent → problem id → K rewards
+Labels = dict[str, dict[str, str | None]]  # agent → problem id → label (None: no label)
+
+
+class StepRewards(NamedTuple):
+    rewards: Rewards
+    labels: Labels
+
+
+@dataclass
+class RewardInputs:
+    """Everything a step reward may read. ``answers`` holds every agent's answers for all ``ids`` (a peer
+    reward needs its peers'); rewards are wanted for the ``local`` agents on this process's share ``mine``."""
+
+    cfg: Any  # CohortConfig
+    ids: list[str]
+    mine: list[str]
+    names: list[str]  # every agent, in config order
+    local: list[str]  # the agents this process trains
+    answers: Mapping[str, Answers]
+    problems: Mapping[str, Any]  # base problems by id: choices, gold answer, meta
+    scored: Mapping[str, Any] = field(default_factory=dict)  # local agent → no-grad CompletionLogprobs
+    adapters: Mapping[str, str] = field(default_factory=dict)  # local agent → adapter name (for errors)
+    state: Any = None  # the reward's own state across steps (see RewardSpec.make_state)
+
+    def choices(self, ids: Sequence[str]) -> dict[str, Any]:
+        return {pid: self.problems[pid].choices for pid in ids}
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """A registered reward: the step function, whether it learns from peers, and its per-run state."""
+
+    function: Callable[[RewardInputs], StepRewards]
+    uses_peers: bool = False  # labels from other agents' answers: needs ≥ 2 agents and a topology
+    make_state: Callable[[Any, Any, list[str]], Any] | None = None  # (cfg, topology, names) → state
+    help: str = ""
+
+
+REWARDS: dict[str, RewardSpec] = {}
+
+
+def register_reward(
+    name: str,
+    *,
+    uses_peers: bool = False,
+    make_state: Callable[[Any, Any, list[str]], Any] | None = None,
+    help: str = "",
+) -> Callable[[Callable[[RewardInputs], StepRewards]], Callable[[RewardInputs], StepRewards]]:
+    """Decorator: add a step reward to :data:`REWARDS` under ``name``."""
+
+    def add(function: Callable[[RewardInputs], StepRewards]) -> Callable[[RewardInputs], StepRewards]:
+        if name in REWARDS:
+            raise CorlError(f"reward '{name}' is registered twice")
+        REWARDS[name] = RewardSpec(function, uses_peers=uses_peers, make_state=make_state, help=help)
+        return function
+
+    return add
+
+
+def get_reward(name: str) -> RewardSpec:
+    if name not in REWARDS:
+        raise CorlError(f"train.reward: unknown reward '{name}'; choose from {', '.join(REWARDS)}")
+    return REWARDS[name]
+
+
+def _supervision(cfg: Any, topology: Any, names: list[str]) -> Any:
+    from corl_vl.train.supervision import Supervision  # imports the trainer's config; only Co-RL needs it
+
+    return Supervision(cfg, topology, names)
+
+
+@register_reward(
+    "co_rl", uses_peers=True, make_state=_supervision, help="Co-RL: rewarded by the peers' majority answer"
+)
+def co_rl(inputs: RewardInputs) -> StepRewards:
+    """Every agent's labels from its supervisors' answers over all ids (every rank computes the same ones);
+    weighting and soft rewards: :mod:`corl_vl.train.supervision`."""
+    tag = inputs.cfg.topology.reliability_tag
+    problems = inputs.problems
+    tags = {pid: str(problems[pid].meta[tag]) for pid in inputs.ids if tag and tag in problems[pid].meta}
+    gold = {pid: problems[pid].answer for pid in inputs.ids if problems[pid].answer is not None}
+    rewards, labels = inputs.state.step(
+        inputs.answers, inputs.ids, inputs.choices(inputs.ids), tags=tags, gold=gold
+    )
+    mine = {name: {pid: rewards[name][pid] for pid in inputs.mine} for name in inputs.local}
+    return StepRewards(mine, labels)
+
+
+def _own_answers(inputs: RewardInputs, name: str) -> dict[str, Sequence[str | None]]:
+    return {pid: inputs.answers[name][pid] for pid in inputs.mine}
+
+
+@register_reward("ttrl", help="TTRL: rewarded by the agent's own majority answer")
+def ttrl(inputs: RewardInputs) -> StepRewards:
+    tp, choices = inputs.cfg.topology, inputs.choices(inputs.mine)
+    rewards: Rewards = {}
+    labels: Labels = {}
+    for name in inputs.local:
+        own = _own_answers(inputs, name)
+        labels[name] = {
+            pid: vote(own[pid], choices=choices[pid], tie_policy=tp.ties, min_share=tp.min_share).label
+            for pid in inputs.mine
+        }
+        rewards[name] = match_rewards(own, labels[name], choices)
+    return StepRewards(rewards, labels)
+
+
+@register_reward("empo", help="EMPO: rewarded by the frequency of its answer's cluster")
+def empo(inputs: RewardInputs) -> StepRewards:
+    choices = inputs.choices(inputs.mine)
+    return StepRewards({name: empo_rewards(_own_answers(inputs, name), choices) for name in inputs.local}, {})
+
+
+@register_reward("gt", help="supervised reference: rewarded by the dataset's answer")
+def ground_truth(inputs: RewardInputs) -> StepRewards:
+    choices = inputs.choices(inputs.mine)
+    gold = {pid: inputs.problems[pid].answer for pid in inputs.mine}
+    rewards = {name: gt_rewards(_own_answers(inputs, name), gold, choices) for name in inputs.local}
+    return StepRewards(rewards, {})
+
+
+def _per_sequence(inputs: RewardInputs, values: Mapping[str, Any]) -> Rewards:
+    """One reward per completion (row-major, K per problem) → ``{agent: {pid: [K]}}``."""
+    k = inputs.cfg.grpo.k
+    return {
+        name: {
+            pid: [float(v) for v in values[name][i * k : (i + 1) * k]] for i, pid in enumerate(inputs.mine)
+        }
+        for name in inputs.local
+    }
+
+
+@register_reward("intuitor", help="Intuitor: rewarded by its own mean self-certainty")
+def intuitor(inputs: RewardInputs) -> StepRewards:
+    temperature = inputs.cfg.grpo.temperature or 1.0
+    values = {}
+    for name in inputs.local:
+        scored = inputs.scored[name]
+        certainty = getattr(scored, "self_certainty", None)
+        if certainty is None:
+            raise CorlError(
+                f"train.reward=intuitor: adapter '{inputs.adapters.get(name, name)}' does not report "
+                "per-token self-certainty"
+            )
+        values[name] = intuitor_rewards(certainty, scored.mask, temperature=temperature)
+    return StepRewards(_per_sequence(inputs, values), {})
+
+
+@register_reward("rent", help="RENT: rewarded by low entropy of its own token distributions")
+def rent(inputs: RewardInputs) -> StepRewards:
+    values = {
+        name: rent_rewards(inputs.scored[name].entropy, inputs.scored[name].mask) for name in inputs.local
+    }
+    return StepRewards(_per_sequence(inputs, values), {})
