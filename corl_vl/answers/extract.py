@@ -230,7 +230,10 @@ def extract_answer(
             declined = lenient.declines(unemphasize(text)) if declined is None else declined
             if declined:
                 return None
-        found = _clean(_STEPS[name](text, options), options)
+        raw = _STEPS[name](text, options)
+        if raw is lenient.NO_ANSWER:
+            return None
+        found = _clean(raw, options)
         if found is not None:
             return found
     return None

@@ -31,12 +31,16 @@ def grade(
     *,
     choices: Sequence[str] | None = None,
     precision: int | None = None,
+    extraction: str = "lenient",
     order: Sequence[str] | None = None,
     last_number_fallback: bool = False,
     timeout: float | None = None,
 ) -> Graded:
-    """Extract the final answer of ``response`` and compare it with ``gold`` (see docs/grading.md)."""
-    extracted = extract_answer(response, choices, order=order, last_number_fallback=last_number_fallback)
+    """Extract the final answer of ``response`` (``extraction``: ``lenient``, the grading default, or
+    ``strict``, what peer votes use) and compare it with ``gold`` (see docs/grading.md)."""
+    extracted = extract_answer(
+        response, choices, mode=extraction, order=order, last_number_fallback=last_number_fallback
+    )
     correct = extracted is not None and equivalent(
         gold, extracted, choices, timeout=timeout, precision=precision
     )
@@ -65,12 +69,15 @@ def record_precision(record: Mapping[str, Any]) -> int | None:
     return int(precision)
 
 
-def grade_record(record: Mapping[str, Any], *, timeout: float | None = None) -> Graded:
+def grade_record(
+    record: Mapping[str, Any], *, extraction: str = "lenient", timeout: float | None = None
+) -> Graded:
     """Grade one ``{"response", "answer", [choices|options], [question_type], [answer_type], [precision]}``."""
     return grade(
         str(record["response"]),
         str(record["answer"]),
         choices=record_choices(record),
         precision=record_precision(record),
+        extraction=extraction,
         timeout=timeout,
     )

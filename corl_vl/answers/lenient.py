@@ -28,11 +28,16 @@ _OPTION_PHRASE = re.compile(
     r"\b(?:option|choice|answer)s?\s*(?:is\s*|:\s*)?[\(\[]?([A-Za-z])[\)\]]?(?![\w'’])", re.IGNORECASE
 )
 _PAREN_LETTER = re.compile(r"\(([A-Za-z])\)")
-_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?|(?<![\w.])-?\.\d+%?")
+_NUMBER = re.compile(
+    r"(?<![\w.])-?\d+,\d{1,2}(?![\d,])|(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?|(?<![\w.])-?\.\d+%?"
+)  # decimal commas ("2,5"), thousands separators, decimals, ".4", percent
 _SENTENCE = re.compile(r"(?<=[.!?。])\s+(?=\S)|\n+")
 # Where the stated value starts in a conclusion: after the last "is/are/=/equals/be/of/:" of the sentence.
 _STATING = re.compile(r"\b(?:is|are|was|were|equals?|be|of|gives?|get)\b|[=:≈]|\\approx", re.IGNORECASE)
 MAX_SENTENCE_CHARS = 400
+#: Returned by a step that found a hedge ("(B) 13 and (C) 26"): the response has no answer, stop looking.
+NO_ANSWER = "\x00no answer"
+_MATH_SPAN = re.compile(r"\s*(?:approximately\s+|about\s+)?(?:\$([^$]{1,200})\$|\\\((.{1,200}?)\\\))")
 # A closing statement that declines to answer: the numbers and letters before it are not an answer.
 _DECLINES = re.compile(
     r"\b(?:cannot|can ?not|can't|unable to|impossible to|not possible to|isn't possible|is not possible"
@@ -107,7 +112,7 @@ def option_phrase(text: str, options: Options | None) -> str | None:
                 x for p in (_OPTION_PHRASE, _PAREN_LETTER) for n in p.finditer(text[start:end])
                 if (x := letter_of(n.group(1), options)) is not None
             }  # fmt: skip
-            return letter if len(named) <= 1 else None
+            return letter if len(named) <= 1 else NO_ANSWER
     return None
 
 
@@ -129,12 +134,20 @@ def stated_value(text: str, options: Options | None) -> str | None:
             named = [i for i, v in enumerate(options.values) if v and _names(sentence, v)]
             if len(named) == 1:
                 return options.values[named[0]]
+            if len(named) > 1:
+                return NO_ANSWER  # a hedge between options states no answer
         numbers = list(_NUMBER.finditer(sentence))
         if not numbers:
             continue
+        found: str | None = None
         cut = None
         for m in _STATING.finditer(sentence):
             cut = m.end()
+            math = _MATH_SPAN.match(sentence, cut)
+            if math is not None:  # "the area is $\frac{3}{4}$": the whole expression, not its first digit
+                found = (math.group(1) or math.group(2)).strip()
+        if found is not None:
+            return found
         after = [n for n in numbers if cut is not None and n.start() >= cut]
         return (after[0] if after else numbers[-1]).group(0)
     return None

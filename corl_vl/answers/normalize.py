@@ -61,7 +61,9 @@ _SHORT_SQRT = re.compile(r"\\sqrt\s*(\d)")
 _TEXT_WRAP = re.compile(r"^\\(?:text|textbf|textrm|mathrm|mbox|mathbf|textit)\{([^{}]*)\}$")
 WHITESPACE = re.compile(r"\s+")
 
-_NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+"
+# A decimal comma ("2,5", "3,14") has one or two digits after a single comma; three digits mean thousands.
+_NUM = r"[-+]?\d+,\d{1,2}(?![\d,])|[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+"
+_DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d{1,2}")
 _UNIT = (
     r"(?:\\(?:text|mbox|mathrm|textrm|operatorname)\s*\{[^{}]*\}"  # \text{ cm}
     r"|(?<=\s)[A-Za-z]{2,}(?:\s+[A-Za-z]{2,})*)"  # " cm", " square units" (2+ letters, after a space)
@@ -151,7 +153,8 @@ def parse_number(text: str) -> Number | None:
     if m.group("sn") is not None:
         den = int(m.group("sd"))
         return None if den == 0 else Number(Fraction(int(m.group("sn")), den), False, percent)
-    raw = m.group("num").replace(",", "")
+    raw = m.group("num")
+    raw = raw.replace(",", ".") if _DECIMAL_COMMA.fullmatch(raw) else raw.replace(",", "")
     if len(raw) > _MAX_NUMBER_CHARS:
         return None
     return Number(Fraction(raw), "." in raw, percent)

@@ -1,8 +1,10 @@
 """``corl-vl grade``: grade a JSONL of responses (extract + equivalence) and print the accuracy.
 
 Each input line is a JSON object with ``response`` and ``answer`` and optionally ``choices`` / ``options``,
-``question_type``, ``answer_type``, ``precision``, ``id``. The output keeps every field and adds ``extracted``
-and ``correct``; it is written to a temporary file and renamed, so a failed run never leaves half a file.
+``question_type``, ``answer_type``, ``precision``, ``id``. ``--extraction lenient`` (default) also reads answers
+from free prose, ``strict`` only explicit markers (as peer votes); ``--scoring official --benchmark NAME``
+applies that benchmark's published rules instead of math equivalence. The output keeps every field and adds
+``extracted`` and ``correct``; it is written to a temporary file and renamed, so a failed run never leaves half a file.
 Comparisons run on threads while math-verify runs in ``--workers`` processes (default: all cores).
 """
 
@@ -32,6 +34,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=None, help="math-verify processes (default: all cores)")
     p.add_argument(
         "--timeout", type=float, default=None, help="seconds per math-verify comparison (default 5)"
+    )
+    p.add_argument(
+        "--extraction", default="lenient", choices=("strict", "lenient"),
+        help="answer extraction: lenient (default; free prose too) or strict (markers only, as peer votes)",
+    )  # fmt: skip
+    p.add_argument(
+        "--scoring", default="verified", choices=("verified", "official"),
+        help="verified (default; math equivalence) or official (the --benchmark's published rules)",
+    )  # fmt: skip
+    p.add_argument(
+        "--benchmark", help="benchmark whose official rules --scoring official applies (e.g. mathvista)"
     )
     p.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
     p.set_defaults(func=run)
@@ -70,6 +83,19 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def _official_scorer(args: argparse.Namespace) -> Any:
+    """The benchmark scorer whose official rules grade each line; None for verified scoring."""
+    from corl_vl.eval.scoring import get_scorer
+
+    if args.scoring == "verified":
+        if args.benchmark is not None:
+            get_scorer(args.benchmark)  # an unknown name is still an error
+        return None
+    if args.benchmark is None:
+        raise CorlError("--scoring official needs --benchmark NAME (whose published rules to apply)")
+    return get_scorer(args.benchmark, scoring="official", extraction=args.extraction)
+
+
 def run(args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -78,19 +104,28 @@ def run(args: argparse.Namespace) -> int:
 
     from corl_vl.answers import grade_record
     from corl_vl.answers.mathverify_pool import set_max_workers
+    from corl_vl.eval.scoring.records import record_problem
 
     if args.workers is not None and args.workers < 1:
         raise CorlError(f"--workers must be at least 1, got {args.workers}")
     if args.timeout is not None and args.timeout <= 0:
         raise CorlError(f"--timeout must be positive, got {args.timeout}")
+    scorer = _official_scorer(args)
     records = read_records(args.input)
     workers = args.workers or os.cpu_count() or 1
     set_max_workers(workers)
     graded: list[dict[str, Any]] = [{} for _ in records]
 
     def one(index: int) -> None:
-        result = grade_record(records[index], timeout=args.timeout)
-        graded[index] = {**records[index], "extracted": result.extracted, "correct": result.correct}
+        record = records[index]
+        if scorer is not None:
+            problem = record_problem(record, index)
+            extracted = scorer.official_extract(problem, record["response"])
+            correct = scorer.official_judge(problem, extracted)
+        else:
+            result = grade_record(record, extraction=args.extraction, timeout=args.timeout)
+            extracted, correct = result.extracted, result.correct
+        graded[index] = {**record, "extracted": extracted, "correct": correct}
 
     with (
         Progress(
