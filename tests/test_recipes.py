@@ -71,7 +71,7 @@ def test_recipe_rejects_a_source_of_another_dataset(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_offline_hub_names_the_dataset_and_how_to_stage_it(monkeypatch):
+def test_offline_hub_names_the_dataset_and_how_to_stage_it(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no network in tests; the message must say what to do
     with pytest.raises(
         CorlError, match=r"mmr1-math \(MMR1/MMR1-Math-RL-Data-v0.*corl-vl data prepare mmr1-math"
@@ -81,6 +81,12 @@ def test_offline_hub_names_the_dataset_and_how_to_stage_it(monkeypatch):
         load_problems("someorg/somedata@test")
     with pytest.raises(CorlError, match="no such file or folder"):
         load_problems("data/missing.jsonl")
+    assert (
+        main(["data", "prepare", "math-l3-5", "--out", str(tmp_path / "out")]) == 2
+    )  # prepare says: --source
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "hf download DigitalLearningGmbH/MATH-lighteval" in err
+    assert "--source DIR" in err and not (tmp_path / "out").exists()
     with pytest.raises(CorlError, match="unknown data recipe 'nope'; recipes: mmr1-math, open-r1-8k"):
         get_recipe("nope")
 

@@ -13,6 +13,8 @@ and how to stage it on a machine with internet.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,8 +64,13 @@ def _offline(err: BaseException) -> bool:
     return isinstance(err, ConnectionError) or any(m in text for m in markers)
 
 
-def stage_hint(repo: str, recipe: str | None = None) -> str:
+def stage_hint(repo: str, recipe: str | None = None, *, preparing: bool = False) -> str:
     """How to stage a dataset on a machine with internet, for compute nodes without it."""
+    if preparing:  # already `data prepare`: run it elsewhere, or feed it a downloaded copy
+        return (
+            "run it on a machine with internet, or download the repository there "
+            f"(`hf download {repo} --repo-type dataset --local-dir DIR`) and pass --source DIR"
+        )
     if recipe is not None:
         return (
             f"on a machine with internet run `corl-vl data prepare {recipe} --out DIR`, copy DIR here "
@@ -75,6 +82,21 @@ def stage_hint(repo: str, recipe: str | None = None) -> str:
     )
 
 
+@contextmanager
+def _quiet_hub_logs() -> Iterator[None]:
+    import datasets
+    from huggingface_hub.utils import logging as hub_logging
+
+    levels = hub_logging.get_verbosity(), datasets.logging.get_verbosity()
+    hub_logging.set_verbosity_error()
+    datasets.logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hub_logging.set_verbosity(levels[0])
+        datasets.logging.set_verbosity(levels[1])
+
+
 def load_rows(
     target: str | Path,
     *,
@@ -83,6 +105,7 @@ def load_rows(
     label: str | None = None,
     recipe: str | None = None,
     limit: int | None = None,
+    preparing: bool = False,
 ) -> tuple[list[str], list[dict[str, Any]]]:
     """(columns, rows) of one split of a hub dataset id or a local hub-layout folder, images left encoded.
 
@@ -93,6 +116,7 @@ def load_rows(
         label: how errors name the dataset (default ``target``).
         recipe: the recipe being loaded, so the offline message names the right ``data prepare`` command.
         limit: only the first ``limit`` rows.
+        preparing: called by ``data prepare`` (the offline message then says how to feed it a copy).
     """
     from datasets import disable_progress_bars, load_dataset
 
@@ -101,12 +125,13 @@ def load_rows(
     label = label or str(target)
     disable_progress_bars()  # the training progress bar is the one that matters; errors still surface
     try:
-        data = load_dataset(str(target), config, split=split)
+        with _quiet_hub_logs():  # the hub client's retry warnings would bury the one-line error below
+            data = load_dataset(str(target), config, split=split)
     except Exception as err:  # datasets raises many types; each becomes one line
         if _offline(err) and not Path(target).exists():
             raise CorlError(
                 f"{label}: the Hugging Face hub is not reachable and the dataset is not cached; "
-                f"{stage_hint(str(target), recipe)}"
+                f"{stage_hint(str(target), recipe, preparing=preparing)}"
             ) from None
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         if "split" in reason.lower() and "unknown" in reason.lower():

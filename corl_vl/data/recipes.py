@@ -147,6 +147,7 @@ def load_recipe_rows(
     split: str | None = None,
     limit: int | None = None,
     source: str | Path | None = None,
+    preparing: bool = False,
 ) -> tuple[str, list[str], list[dict[str, Any]]]:
     """(label, columns, rows) of a recipe: read, normalised to ``id, question, answer, images``, filtered.
 
@@ -155,12 +156,15 @@ def load_recipe_rows(
         split: another split than the recipe's.
         limit: keep the first ``limit`` rows *after* filtering.
         source: read a local copy of the hub repository (same layout) instead of the hub.
+        preparing: called by :func:`prepare` (changes only the offline message).
     """
     from corl_vl.data.hub import load_rows
 
     split = split or recipe.split
     label = f"{recipe.name} ({source or recipe.hub_id} [{split}])"
-    columns, rows = load_rows(source or recipe.hub_id, split=split, label=label, recipe=recipe.name)
+    columns, rows = load_rows(
+        source or recipe.hub_id, split=split, label=label, recipe=recipe.name, preparing=preparing
+    )
     missing = sorted(recipe.layout.signature - set(columns))
     if missing:
         raise CorlError(
@@ -210,7 +214,7 @@ def prepare(
     out = Path(out)
     if out.exists() and not overwrite:
         raise CorlError(f"{out} already exists (use --overwrite to replace it)")
-    label, _, rows = load_recipe_rows(recipe, split=split, limit=limit, source=source)
+    label, _, rows = load_recipe_rows(recipe, split=split, limit=limit, source=source, preparing=True)
     if not rows:
         raise CorlError(f"{label}: no rows left after the filter ({recipe.keep_description})")
     images = recipe.layout.images is not None
