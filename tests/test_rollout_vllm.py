@@ -55,3 +55,23 @@ def test_vllm_matches_trained_model_after_step_and_sync():
         )
     finally:
         engine.close()
+
+
+def test_no_two_samples_of_a_step_share_a_random_stream():
+    """vLLM seeds sample j of a request with ``seed + j``: with request seeds K apart, two identical prompts
+    (different ids) still get K different samples each; with seeds 1 apart problem 1's sample 0 would replay
+    problem 0's sample 1 token for token."""
+    from corl_vl.data.problem import Problem
+    from corl_vl.rollout.vllm_engine import VLLMEngine, request_seeds
+    from model_adapters.registry import create_adapter
+
+    assert request_seeds(7, 3, 4) == [7, 11, 15]
+    adapter = create_adapter("tiny-qwen2.5")
+    twins = [Problem("p0", "Compute 7*6."), Problem("p1", "Compute 7*6.")]
+    engine = VLLMEngine(adapter, max_model_len=512)
+    try:
+        first, second = engine.generate(twins, k=3, temperature=1.0, max_new_tokens=8, seed=5)
+    finally:
+        engine.close()
+    samples = [tuple(c.ids) for c in first.completions + second.completions]
+    assert len(set(samples)) == len(samples), samples
