@@ -98,3 +98,19 @@ def test_cache_is_built_once(tmp_path, monkeypatch, tiny_checkpoint):
 
     adapter = create_adapter(str(path))  # a normal checkpoint folder the cohort can load
     assert adapter.load_model() is not None
+
+
+def test_init_seed_starts_from_another_random_network_of_the_same_preset():
+    """Warm-start seeds differ in their starting weights too (so a seed spread covers the bases' init)."""
+    import torch
+
+    from corl_vl.science.warm_start import _initial_adapter
+
+    a = _initial_adapter(WarmStartSpec(model="tiny-qwen2.5", strong_skills=("read_chart",)))
+    b = _initial_adapter(WarmStartSpec(model="tiny-qwen2.5", strong_skills=("read_chart",), init_seed=1))
+    assert type(a) is type(b) and a.tokenizer.get_vocab() == b.tokenizer.get_vocab()
+    wa, wb = (dict(x.load_model().named_parameters()) for x in (a, b))
+    assert wa.keys() == wb.keys()
+    assert not all(torch.equal(wa[k], wb[k]) for k in wa)
+    spec = WarmStartSpec(model="tiny-qwen2.5", strong_skills=("read_chart",))
+    assert spec.key() != WarmStartSpec(model="tiny-qwen2.5", strong_skills=("read_chart",), init_seed=1).key()
