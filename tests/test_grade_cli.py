@@ -83,3 +83,34 @@ def test_missing_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         main(["grade", "--input", str(tmp_path / "nope.jsonl"), "--output", str(tmp_path / "o.jsonl")]) == 2
     )
     assert "nope.jsonl: no such file" in capsys.readouterr().err
+
+
+def test_extraction_and_scoring_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [
+        {"id": "1", "response": "-5", "answer": "-5"},  # a bare answer: both modes
+        {"id": "2", "response": "Therefore, the year it peaked is 2019.", "answer": "2019"},  # lenient only
+        # MathVista's official integer rule truncates 4.5 to 4; math equivalence does not
+        {
+            "id": "3",
+            "response": "The answer is 4.5",
+            "answer": "4",
+            "question_type": "free_form",
+            "answer_type": "integer",
+        },
+    ]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def graded(*flags: str) -> list[bool]:
+        out = tmp_path / "out.jsonl"
+        assert main(["grade", "--input", str(src), "--output", str(out), "--no-progress", *flags]) == 0
+        return [json.loads(line)["correct"] for line in out.read_text().splitlines()]
+
+    assert graded() == [True, True, False]  # lenient, verified: the defaults
+    assert graded("--extraction", "strict") == [True, False, False]
+    assert graded("--scoring", "official", "--benchmark", "mathvista") == [True, True, True]
+    assert (
+        main(["grade", "--input", str(src), "--output", str(tmp_path / "o.jsonl"), "--scoring", "official"])
+        == 2
+    )
+    assert "--benchmark" in capsys.readouterr().err
