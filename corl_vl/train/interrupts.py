@@ -67,17 +67,20 @@ class StopRequest:
             signal.signal(sig, handler)
         self._previous.clear()
 
+    def _say(self, text: str) -> None:
+        if self.stream is not None:
+            print(text, file=self.stream, flush=True)
+        else:  # straight to fd 2: the handler may interrupt a write to sys.stderr (a reentrant call would raise)
+            os.write(2, (text + "\n").encode())
+
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        out = self.stream or sys.stderr
         if self.signum is not None:
-            print(f"\n{signal.Signals(signum).name} again: stopping now without saving", file=out, flush=True)
+            self._say(f"\n{signal.Signals(signum).name} again: stopping now without saving")
             os._exit(128 + signum)  # no cleanup on purpose: the user asked for "now"; saves are atomic
         self.signum = signum
-        print(
+        self._say(
             f"\n{signal.Signals(signum).name}: finishing this step, then saving a checkpoint "
-            "(press Ctrl-C again to stop at once, without saving)",
-            file=out,
-            flush=True,
+            "(press Ctrl-C again to stop at once, without saving)"
         )
 
     def should_stop(self) -> bool:
