@@ -1,6 +1,6 @@
 """Gemma-3 (``Gemma3ForConditionalGeneration`` + ``Gemma3Processor``): the family with the most traps.
 
-Family quirks handled here (see REFERENCE §3):
+Family quirks handled here (docs/reference.md#model-families):
 - ``token_type_ids`` (1 on image soft tokens) on every forward: image tokens attend bidirectionally;
 - one prompt per processor call, images nested per sample (``[[img]]``), padding done by the base class, so the
   ragged ``token_type_ids`` crash of unpadded processor batches cannot happen;

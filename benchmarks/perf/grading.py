@@ -11,7 +11,7 @@ ratio, our throughput with no cache at all and with threads, accuracy against th
 pairs our grader still hands to math-verify, and disagreements with examples (split into "math-verify right,
 ours wrong" and "math-verify wrong, ours right").
 
-    python benchmarks/perf/grading.py --data ../shared/benchmarks [--limit 500] [--threads N] [--repeat R]
+    python benchmarks/perf/grading.py --data PATH/TO/benchmarks [--limit 500] [--threads N] [--repeat R]
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Pure reward functions: Co-RL peer reward and the label-free / supervised baselines (REFERENCE §6).
+"""Pure reward functions: Co-RL peer reward and the label-free / supervised baselines
+(docs/reference.md#baselines-reward-per-completion); which one trains is chosen in :mod:`corl_vl.rewards.registry`.
 
 Answer-based rewards take ``{problem_id: [K extracted answers]}`` and return ``{problem_id: [K floats]}``;
 Intuitor and RENT take torch tensors and return one reward per sequence. None of them touch models or files.

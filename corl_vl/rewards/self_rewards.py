@@ -1,4 +1,5 @@
-"""Label-free single-model baselines (REFERENCE §6): TTRL, EMPO, Intuitor, RENT.
+"""Label-free single-model baselines (docs/reference.md#baselines-reward-per-completion): TTRL, EMPO, Intuitor,
+RENT.
 
 TTRL and EMPO are functions of extracted answers (``{problem_id: [K answers]}``). Intuitor and RENT are
 functions of the policy's per-token distributions and take torch tensors:

