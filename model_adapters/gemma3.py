@@ -7,7 +7,7 @@ Family quirks handled here (docs/reference.md#model-families):
 - generation also stops at ``<end_of_turn>``;
 - its chat template emits ``<bos>``: templated text is tokenised without special tokens (base class), and vLLM
   gets token ids, so no double BOS;
-- rollout/trainer drift is large (vLLM's CPU attention is causal over image tokens; ≈ 0.13 nats/token on GPU):
+- rollout/trainer drift is large (vLLM's CPU attention is causal over image tokens; docs/reference.md):
   token-level importance-ratio truncation is on by default and NaN rollout logprobs are contained;
 - under ZeRO-3 the embedding's ``padding_idx`` row is zeroed on a zero-size shard → guarded at init;
 - detokenisation can leak SentencePiece "▁" (base ``decode`` maps it to a space).

@@ -196,7 +196,7 @@ def launched_world_size() -> int:
 
 
 def disable_shm_comm() -> None:
-    """Keep DeepSpeed from compiling its ``deepspeed_shm_comm`` op (≈ 75 s on a cold extension cache).
+    """Keep DeepSpeed from compiling its ``deepspeed_shm_comm`` op (a long compile on a cold extension cache).
 
     DeepSpeed's torch backend builds that op for every CPU process group, but it only serves
     ``inference_all_reduce`` (tensor-parallel inference), which training never calls; gradients, ZeRO
