@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from corl_vl.rewards.registry import REWARDS
 from corl_vl.rewards.reliability import WEIGHTINGS
 from corl_vl.rollout import ENGINES
 from corl_vl.train.objectives import ADVANTAGES, LOSS_TYPES
+from corl_vl.typed_yaml import build_dataclass, set_path
 
 # the choices of every name-valued key come from the table that implements them (one source of truth)
 TOPOLOGIES = ("mutual", "ring", "all_peers", "graph")
@@ -202,13 +201,13 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> CohortC
         raw = {}
     if not isinstance(raw, dict):
         raise CorlError(f"{path}: the top level must be a mapping of sections (agents, grpo, train, …)")
-    cfg = _build(CohortConfig, raw, "", str(path))
+    cfg = build_dataclass(CohortConfig, raw, "", str(path))
     return finalize(apply_overrides(cfg, overrides or []), str(path))
 
 
 def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> CohortConfig:
     """Same checks as :func:`load_config` for an in-memory mapping (tests, ``--pair``)."""
-    return finalize(_build(CohortConfig, raw, "", source), source)
+    return finalize(build_dataclass(CohortConfig, raw, "", source), source)
 
 
 def pair_config(presets: list[str], overrides: list[str] | None = None) -> CohortConfig:
@@ -220,7 +219,7 @@ def pair_config(presets: list[str], overrides: list[str] | None = None) -> Cohor
         "agents": [{"name": n, "model": p} for n, p in zip(names, presets)],
         "topology": {"kind": "mutual" if len(presets) == 2 else "ring"},
     }
-    cfg = _build(CohortConfig, raw, "", "--pair")
+    cfg = build_dataclass(CohortConfig, raw, "", "--pair")
     return finalize(apply_overrides(cfg, overrides or []), "--pair")
 
 
@@ -235,7 +234,7 @@ def apply_overrides(cfg: CohortConfig, overrides: list[str]) -> CohortConfig:
             value = yaml.safe_load(text) if text.strip() else None
         except yaml.YAMLError:
             value = text
-        _set_path(cfg, key.split("."), value, key)
+        set_path(cfg, key.split("."), value, key)
     return cfg
 
 
@@ -332,22 +331,6 @@ def _unique_names(presets: list[str]) -> list[str]:
     return names
 
 
-def _build(cls: type, raw: Any, prefix: str, source: str) -> Any:
-    """Instantiate dataclass ``cls`` from a mapping, rejecting unknown keys, coercing values."""
-    where = prefix.rstrip(".") or "the top level"
-    if not isinstance(raw, dict):
-        raise CorlError(f"{where}: expected a mapping, got {type(raw).__name__} (in {source})")
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise CorlError(
-            f"unknown key '{prefix}{unknown[0]}' (in {source}); known keys here: {', '.join(sorted(known))}"
-        )
-    kwargs = {name: _coerce(hints[name], value, f"{prefix}{name}", source) for name, value in raw.items()}
-    return cls(**kwargs)
-
-
 def _check_template_date(agent: AgentConfig, key: str, bad: Any) -> None:
     """One place for the pinned date: the field, or ``adapter_kwargs.template_date``; YYYY-MM-DD."""
     given = agent.adapter_kwargs.pop("template_date", None)
@@ -361,120 +344,6 @@ def _check_template_date(agent: AgentConfig, key: str, bad: Any) -> None:
             datetime.date.fromisoformat(agent.template_date)
         except ValueError:
             raise bad(f"{key}.template_date", f"expected YYYY-MM-DD, got {agent.template_date!r}") from None
-
-
-def _coerce(tp: Any, value: Any, key: str, source: str) -> Any:
-    """Convert a YAML value to type ``tp`` or raise a CorlError naming ``key``."""
-
-    def bad() -> CorlError:
-        return CorlError(f"{key}: expected {_type_name(tp)}, got {value!r} (in {source})")
-
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        for arg in (a for a in args if a is not type(None)):
-            try:
-                return _coerce(arg, value, key, source)
-            except CorlError:
-                continue
-        raise bad()
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, f"{key}.", source)
-    if tp is Any:
-        return value
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise bad()
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise bad()
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML reads "1e-6" (no dot) as a string
-            try:
-                return float(value)
-            except ValueError:
-                raise bad() from None
-        raise bad()
-    if tp is str:
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
-        if isinstance(value, (datetime.date, datetime.datetime)):  # YAML reads 2024-07-26 as a date
-            return value.isoformat()
-        raise bad()
-    if origin is list:
-        if not isinstance(value, list):
-            raise bad()
-        return [_coerce(args[0], v, f"{key}.{i}", source) for i, v in enumerate(value)]
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)) or len(value) != len(args):
-            raise bad()
-        return tuple(_coerce(a, v, f"{key}.{i}", source) for i, (a, v) in enumerate(zip(args, value)))
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise bad()
-        return {str(k): _coerce(args[1], v, f"{key}.{k}", source) for k, v in value.items()}
-    raise bad()
-
-
-def _type_name(tp: Any) -> str:
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in args)
-    if tp is type(None):
-        return "null"
-    if origin is not None:
-        return f"{origin.__name__}[{', '.join(_type_name(a) for a in args)}]"
-    return getattr(tp, "__name__", str(tp))
-
-
-def _set_path(obj: Any, parts: list[str], value: Any, key: str) -> None:
-    """Walk ``parts`` through dataclasses/lists/dicts and set the final one, typed by the dataclass field."""
-    head, rest = parts[0], parts[1:]
-    where = f"--set {key}"
-    if isinstance(obj, list):
-        index = _list_index(obj, head, key)
-        if not rest:
-            raise CorlError(f"{where}: cannot replace a whole list element; set one of its fields")
-        _set_path(obj[index], rest, value, key)
-        return
-    if isinstance(obj, dict):
-        if rest:
-            _set_path(obj.setdefault(head, {}), rest, value, key)
-        else:
-            obj[head] = value
-        return
-    if not dataclasses.is_dataclass(obj):
-        raise CorlError(f"{where}: '{head}' does not name a field")
-    names = {f.name for f in dataclasses.fields(obj)}
-    if head not in names:
-        raise CorlError(f"{where}: unknown key '{head}'; known keys here: {', '.join(sorted(names))}")
-    tp = typing.get_type_hints(type(obj))[head]
-    if rest:
-        current = getattr(obj, head)
-        if isinstance(current, dict):
-            inner = typing.get_args(tp)[1] if typing.get_args(tp) else Any
-            current[rest[0]] = _coerce(inner, value, key, "--set") if len(rest) == 1 else value
-            return
-        _set_path(current, rest, value, key)
-        return
-    setattr(obj, head, _coerce(tp, value, key, "--set"))
-
-
-def _list_index(items: list[Any], head: str, key: str) -> int:
-    """``agents.0`` or ``agents.<name>``."""
-    if head.isdigit() and int(head) < len(items):
-        return int(head)
-    for i, item in enumerate(items):
-        if getattr(item, "name", None) == head:
-            return i
-    raise CorlError(f"--set {key}: no element '{head}' (use an index below {len(items)} or an agent name)")
 
 
 def to_dict(cfg: CohortConfig) -> dict[str, Any]:
