@@ -29,6 +29,16 @@ def test_extractor_spec_and_prompts() -> None:
     assert clean_extraction(" Extracted answer: 14\nmore") == "14" and clean_extraction("null") is None
 
 
+def test_model_extractor_is_refused_for_rule_based_benchmarks(tmp_path, capsys) -> None:
+    responses = tmp_path / "r.jsonl"
+    responses.write_text('{"id": "1", "response": "5"}\n')
+    argv = ["eval", "--benchmark", "mathvision", "--responses", str(responses), "--output-dir", str(tmp_path / "o"),
+            "--extractor", "model:tiny-qwen2.5"]  # fmt: skip
+    assert main(argv) == 2  # before any model or data is loaded
+    assert "scored by its official rules" in capsys.readouterr().err
+    assert main([*argv[:-1], "gpt4"]) == 2
+
+
 @pytest.mark.slow
 def test_model_extractor_end_to_end(fixtures_dir, tmp_path, tiny_checkpoint) -> None:
     tiny_checkpoint("tiny-qwen2.5")

@@ -5,13 +5,14 @@ pseudo-label, and equivalence decides both the vote's clusters and the reward. S
 """
 
 from corl_vl.answers.equivalence import DEFAULT_TIMEOUT_S, clear_cache, equivalent
-from corl_vl.answers.extract import DEFAULT_ORDER, extract_answer
+from corl_vl.answers.extract import DEFAULT_ORDER, EXTRACTION_MODES, extract_answer
 from corl_vl.answers.grading import Graded, grade, grade_record
 from corl_vl.answers.voting import TIE_POLICIES, Vote, cluster_answers, vote
 
 __all__ = [
     "DEFAULT_ORDER",
     "DEFAULT_TIMEOUT_S",
+    "EXTRACTION_MODES",
     "TIE_POLICIES",
     "Graded",
     "Vote",

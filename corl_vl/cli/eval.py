@@ -8,6 +8,11 @@ Two modes:
 - generate, then score: ``--model PATH_OR_PRESET [--model …] --benchmark B|all [--data PATH] [--limit N]``
   with the paper's decoding defaults, through the training adapters and rollout engine; resumable.
 
+Scoring (docs/grading.md): ``--scoring official`` (default; each benchmark's published rules) or ``verified``
+(``--extraction lenient|strict`` + math equivalence) picks the headline; both overalls are always written.
+``--extractor model:PATH_OR_PRESET`` runs MathVista's / MathVerse's official extraction prompt through a local
+model (cached per record) instead of the rule-based extraction.
+
 ``--ensemble K`` pools K responses from each response file / model and majority-votes (the paper's
 matched-budget control). Outputs in ``--output-dir``: results.json, responses.jsonl, report.md, report.png
 (one run on one benchmark); several go to ``<run>/<benchmark>/`` with one report.md and report.png.
@@ -164,6 +169,18 @@ def _score_sets(
     return out
 
 
+def _check_extractor(spec: str, names: list[str]) -> None:
+    """Refuse a bad ``--extractor`` before anything is loaded or generated."""
+    from corl_vl.eval.scoring.model_extractor import MODEL_EXTRACTED, parse_extractor
+
+    if parse_extractor(spec) is not None and any(n not in MODEL_EXTRACTED for n in names):
+        other = next(n for n in names if n not in MODEL_EXTRACTED)
+        raise CorlError(
+            f"--extractor {spec}: {other} is scored by its official rules; a model extractor applies to "
+            f"{', '.join(MODEL_EXTRACTED)} (whose official pipelines extract with a model)"
+        )
+
+
 def _model_extractor(args: argparse.Namespace) -> Any:
     """The ``--extractor model:…`` extractor, loaded once per command; None for ``rules``."""
     from corl_vl.eval.scoring.model_extractor import ModelExtractor, parse_extractor
@@ -191,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
     if args.ensemble is not None and args.ensemble < 1:
         raise CorlError(f"--ensemble must be at least 1, got {args.ensemble}")
     names = _benchmarks(args.benchmark)
+    _check_extractor(args.extractor, names)
     several = len(names) > 1
     runs: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {}
     if args.model:  # run folders become their agents (docs/evaluation.md, "Evaluating a run")
