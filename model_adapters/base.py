@@ -506,7 +506,8 @@ class ModelAdapter:
         if len(prompts) != len(completion_ids):
             raise ValueError(f"{len(prompts)} prompts but {len(completion_ids)} completions")
         pad = self.pad_token_id
-        banned = set(self.placeholder_token_ids)  # fed back as padding, else the forward miscounts image slots
+        # fed back as padding, else the forward miscounts image slots
+        banned = set(self.placeholder_token_ids)
         rows = [
             [*p.prompt_ids, *(pad if int(t) in banned else int(t) for t in c)]
             for p, c in zip(prompts, completion_ids)
