@@ -11,7 +11,7 @@ import json
 
 from corl_vl.errors import CorlError
 
-EXAMPLES = ("complementary", "ring3")
+EXAMPLES = ("complementary", "ring3", "collapsed")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,6 +27,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--pb", type=float, help="agent B's starting accuracy on one prompt")
     parser.add_argument(
         "--ring", metavar="P1,P2,...", help="starting accuracies of an N-agent ring on one prompt"
+    )
+    parser.add_argument(
+        "--cohort", metavar="ROWS",
+        help="N-agent cohort: one row of accuracies per prompt type, rows separated by ';' (e.g. "
+        "'0.9,0.2,0;0.2,0.9,0'); compares the weightings uniform, agreement and dawid_skene",
+    )  # fmt: skip
+    parser.add_argument("--topology", choices=("all_peers", "ring"), default="all_peers", help="for --cohort")
+    parser.add_argument(
+        "--per-tag",
+        action="store_true",
+        help="--cohort: reliability per prompt type (topology.reliability_tag)",
+    )
+    parser.add_argument(
+        "--until", type=float, default=200.0, help="--cohort: time to integrate to (default 200)"
+    )
+    parser.add_argument(
+        "--peer-reward",
+        choices=("hard", "soft"),
+        default="hard",
+        help="hard label or soft share (train.peer_reward)",
+    )
+    parser.add_argument(
+        "--advantage",
+        choices=("grpo", "dr_grpo"),
+        default="grpo",
+        help="std-scaled or centred (grpo.advantage)",
     )
     parser.add_argument("--k", type=int, default=8, help="rollouts per prompt (default 8)")
     parser.add_argument(
@@ -53,6 +79,42 @@ def _ring(text: str) -> list[float]:
     return values
 
 
+def _rows(text: str) -> list[list[float]]:
+    try:
+        rows = [[float(x) for x in row.split(",") if x.strip()] for row in text.split(";") if row.strip()]
+    except ValueError:
+        raise CorlError(f"--cohort: expected numbers like '0.9,0.2,0;0.2,0.9,0', got {text!r}") from None
+    if not rows or len(rows[0]) < 2 or any(len(r) != len(rows[0]) for r in rows):
+        raise CorlError(
+            "--cohort: give rows of equally many accuracies (one per agent, at least 2), separated by ';'"
+        )
+    if any(not 0.0 <= x <= 1.0 for r in rows for x in r):
+        raise CorlError("--cohort: accuracies must be in [0, 1]")
+    return rows
+
+
+def _cohort(rows: list[list[float]] | tuple, args: argparse.Namespace) -> tuple[dict, list[str]]:
+    """Final accuracies of an N-agent cohort under each weighting (pooled supervisors, :mod:`cohort_theory`)."""
+    from corl_vl.science import cohort_theory as ct
+
+    n = len(rows[0])
+    sups = ct.all_peers(n) if args.topology == "all_peers" else ct.ring(n)
+    result: dict = {"k": args.k, "topology": args.topology, "peer_reward": args.peer_reward, "final": {}}
+    lines = [
+        f"{n}-agent cohort ({args.topology}, {args.peer_reward} reward, {args.advantage}, K = {args.k}), "
+        f"accuracy per prompt type: " + "; ".join(", ".join(f"{x:g}" for x in r) for r in rows),
+        f"  state at t = {args.until:g} (per agent, mean over prompt types):",
+    ]
+    for weighting in ct.WEIGHTINGS:
+        final = ct.simulate(
+            rows, sups, args.k, horizon=args.until, weighting=weighting, per_type=args.per_tag,
+            reward=args.peer_reward, advantage=args.advantage, eps=args.eps,
+        ).final  # fmt: skip
+        result["final"][weighting] = final.tolist()
+        lines.append(f"  {weighting:>12}: " + ", ".join(f"{x:.3f}" for x in final.mean(axis=0)))
+    return result, lines
+
+
 def _end(traj_final: tuple[float, ...], names: tuple[str, ...]) -> dict[str, float]:
     return {f"final_{name}": value for name, value in zip(names, traj_final)}
 
@@ -60,11 +122,14 @@ def _end(traj_final: tuple[float, ...], names: tuple[str, ...]) -> dict[str, flo
 def run(args: argparse.Namespace) -> int:
     from corl_vl.science import theory
 
-    modes = [args.example is not None, args.pa is not None or args.pb is not None, args.ring is not None]
+    modes = [
+        args.example is not None, args.pa is not None or args.pb is not None, args.ring is not None,
+        args.cohort is not None,
+    ]  # fmt: skip
     if sum(modes) > 1:
-        raise CorlError("give only one of --example, --pa/--pb, --ring")
+        raise CorlError("give only one of --example, --pa/--pb, --ring, --cohort")
     if not any(modes) and args.phase_portrait is None:
-        raise CorlError("give --example, --pa and --pb, --ring, or --phase-portrait")
+        raise CorlError("give --example, --pa and --pb, --ring, --cohort, or --phase-portrait")
     if (args.pa is None) != (args.pb is None):
         raise CorlError("--pa and --pb go together")
     for flag, value in (("--pa", args.pa), ("--pb", args.pb)):
@@ -73,9 +138,15 @@ def run(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise CorlError(f"--k must be a positive integer, got {args.k}")
     opts = {"eps": args.eps, "tol": args.tol, "rtol": args.rtol, "atol": args.atol, "horizon": args.horizon}
+    opts |= {"reward": args.peer_reward, "advantage": args.advantage}
     result: dict = {}
     lines: list[str] = []
-    if args.example is not None:
+    if args.example == "collapsed" or args.cohort is not None:
+        from corl_vl.science.cohort_theory import COLLAPSED
+
+        rows = COLLAPSED if args.cohort is None else _rows(args.cohort)
+        result, lines = _cohort(rows, args)
+    elif args.example is not None:
         prompts = theory.COMPLEMENTARY if args.example == "complementary" else theory.RING3
         res = theory.compare(prompts, args.k, **opts)
         self_acc = sum(res["self_reward"]) / len(res["self_reward"])

@@ -100,6 +100,61 @@ def potential(p: float, k: int, eps: float = 0.0, unbiased_std: bool = False) ->
     return float(val)
 
 
+PEER_REWARDS = ("hard", "soft")
+ADVANTAGES = ("grpo", "dr_grpo")
+
+
+@lru_cache(maxsize=64)
+def update_matrix(
+    k: int, reward: str = "hard", advantage: str = "grpo", eps: float = 0.0, unbiased_std: bool = False
+) -> np.ndarray:
+    """``H[C, C']``: the group-mean θ-update when the agent has C correct of K rollouts and its supervisor C' of K.
+
+    Two outcomes make every reward affine in correctness, ``r_j = a + b·y_j``: a hard label gives ``b = ±1``
+    (sign of the supervisor's majority, 0 on a tie), the soft reward (share of the supervisor's votes for the
+    rollout's answer) gives ``b = 2S − 1`` with ``S = C'/K``. The update is then ``b·m(1 − m)`` with centred
+    advantages (``dr_grpo``) and ``b·m(1 − m)/(|b|·std + eps)`` with GRPO's std scaling — so with ``eps → 0``
+    soft and hard rewards give *identical* dynamics: normalisation keeps only the sign of ``2S − 1``.
+    """
+    if reward not in PEER_REWARDS or advantage not in ADVANTAGES:
+        raise CorlError(f"theory: reward must be in {PEER_REWARDS} and advantage in {ADVANTAGES}")
+    _, _, sign = _weights(k, 0.0, False)
+    share = np.arange(k + 1) / k
+    b = sign if reward == "hard" else 2.0 * share - 1.0
+    return _update(k, b, advantage, eps, unbiased_std)
+
+
+def _update(k: int, b: np.ndarray, advantage: str, eps: float, unbiased_std: bool) -> np.ndarray:
+    """``H[C, i] = b_i·m(1 − m)`` (centred) or ``b_i·m(1 − m)/(|b_i|·std + eps)`` (std-scaled), m = C/K."""
+    m = np.arange(k + 1) / k
+    var = (m * (1.0 - m))[:, None]
+    if advantage == "dr_grpo":
+        return var * b[None, :]
+    std = np.sqrt(var * (k / (k - 1) if unbiased_std and k > 1 else 1.0))
+    denom = np.abs(b)[None, :] * std + eps
+    return np.divide(var * b[None, :], denom, out=np.zeros((k + 1, b.size)), where=denom > 0)
+
+
+def drift(
+    p: ArrayLike,
+    s: ArrayLike,
+    k: int,
+    *,
+    reward: str = "hard",
+    advantage: str = "grpo",
+    eps: float = 0.0,
+    unbiased_std: bool = False,
+) -> np.ndarray | float:
+    """dp/dt of an agent at accuracy p supervised by one agent at accuracy s (elementwise over arrays).
+
+    ``hard`` + ``grpo`` equals ``q_K(p)·φ_K(s)``; ``soft`` + ``dr_grpo`` is ``p(1−p)·E[m(1−m)]·(2s − 1)``.
+    """
+    p_arr = np.clip(np.asarray(p, dtype=float), 0.0, 1.0)
+    h = update_matrix(k, reward, advantage, float(eps), unbiased_std)
+    out = p_arr * (1.0 - p_arr) * np.einsum("...c,cd,...d->...", _pmf(p_arr, k), h, _pmf(np.asarray(s), k))
+    return float(out) if np.ndim(out) == 0 else out
+
+
 def self_supervisors(n: int) -> list[int]:
     """Self-reward: every agent votes its own label."""
     return list(range(n))
@@ -111,11 +166,22 @@ def ring_supervisors(n: int) -> list[int]:
 
 
 def flow(
-    p: ArrayLike, supervisors: Sequence[int], k: int, eps: float = 0.0, unbiased_std: bool = False
+    p: ArrayLike,
+    supervisors: Sequence[int],
+    k: int,
+    eps: float = 0.0,
+    unbiased_std: bool = False,
+    reward: str = "hard",
+    advantage: str = "grpo",
 ) -> np.ndarray:
-    """dp_i/dt = q_K(p_i) · φ_K(p_{supervisors[i]})."""
+    """dp_i/dt = q_K(p_i) · φ_K(p_{supervisors[i]}) (hard labels, GRPO), else :func:`drift`."""
     p_arr = np.clip(np.asarray(p, dtype=float), 0.0, 1.0)
-    return np.asarray(q(p_arr, k, eps, unbiased_std)) * np.asarray(phi(p_arr[list(supervisors)], k))
+    if reward == "hard" and advantage == "grpo":
+        return np.asarray(q(p_arr, k, eps, unbiased_std)) * np.asarray(phi(p_arr[list(supervisors)], k))
+    return np.asarray(
+        drift(p_arr, p_arr[list(supervisors)], k, reward=reward, advantage=advantage, eps=eps,
+              unbiased_std=unbiased_std)
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -149,6 +215,8 @@ def integrate(
     *,
     eps: float = 0.0,
     unbiased_std: bool = False,
+    reward: str = "hard",
+    advantage: str = "grpo",
     horizon: float = 1e12,
     tol: float = 1e-6,
     rtol: float = 1e-9,
@@ -179,7 +247,7 @@ def integrate(
     near_fixed_point.terminal = True  # type: ignore[attr-defined]
     near_fixed_point.direction = -1  # type: ignore[attr-defined]
     sol = solve_ivp(
-        lambda _t, p: flow(p, sup, k, eps, unbiased_std),
+        lambda _t, p: flow(p, sup, k, eps, unbiased_std, reward, advantage),
         (0.0, float(horizon)),
         p_start,
         method="RK45",
