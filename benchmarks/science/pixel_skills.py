@@ -24,15 +24,20 @@ sys.path.insert(0, str(ROOT))
 
 from corl_vl.paths import configure_cache_env  # noqa: E402
 
-SKILLS = ["spot_color", "spot_quadrant", "spot_size", "count_blobs", "tallest_bar"]
+SKILLS = [
+    "spot_color",
+    "spot_quadrant",
+    "spot_size",
+    "count_blobs",
+    "tallest_bar",
+    "figure_color",
+    "ground_color",
+]
 MODELS = ["tiny-qwen2.5-vl", "tiny-internvl3.5"]
-CHANCE = {"figure_color": 1 / 6, "ground_color": 1 / 6, "shape_color": 1 / 6, "shape_sides": 1 / 6, 
-    "spot_color": 1 / 6,
-    "spot_quadrant": 1 / 4,
-    "spot_size": 1 / 2,
-    "count_blobs": 1 / 4,
-    "tallest_bar": 1 / 3,
-}
+CHANCE = {  # 1 / number of classes
+    **dict.fromkeys(["spot_color", "figure_color", "ground_color", "shape_color", "shape_sides"], 1 / 6),
+    "spot_quadrant": 1 / 4, "spot_size": 1 / 2, "count_blobs": 1 / 4, "tallest_bar": 1 / 3,
+}  # fmt: skip
 VALIDATION_SEED = 3000
 
 

@@ -39,6 +39,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="tiny warm start, few held-out problems: a smoke run (not meaningful)",
     )
+    parser.add_argument(
+        "--text-view",
+        action="store_true",
+        help="ablation: show the models the pictures described in words instead of the pictures",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
@@ -88,11 +93,15 @@ def run(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     exp = load_experiment(_config_path(args.config))
+    if args.text_view:
+        exp.warm_start["text_view"] = True
     out = _free_dir(Path(args.output_dir))
     changes = FAST_WARM_START if args.fast else {}
     sets = "; ".join(
         f"{a['name']} strong on {', '.join(g)}" for a, g in zip(exp.cohort["agents"], exp.skill_sets)
     )
+    view = "the pictures described in words (--text-view ablation)" if exp.text_view else "pictures"
+    print(f"problems are shown as {view}")
     print(f"1/4 warm-starting the bases on labelled problems ({sets}; cached after the first run) …")
     bases = ensure_bases(exp, log_every=50, **changes)
     overrides = [f"train.output_dir={out}", "train.plot=true"]
@@ -124,10 +133,13 @@ def run(args: argparse.Namespace) -> int:
     table = before_after_table(record, [a.name for a in cfg.agents])
     (out / "before_after.md").write_text(table)
     plot_before_after(record, [a.name for a in cfg.agents], out / "plots" / "heldout_before_after.png")
+    examples = save_examples(heldout, out / "plots")
     print()
     print(table)
     plots = out / "plots"
     print(f"before/after bars: {plots / 'heldout_before_after.png'}")
+    if examples:
+        print(f"example problems:  {', '.join(str(p) for p in examples)}")
     print(
         f"training curves:   {plots / 'label_accuracy.png'} (peer pseudo-label accuracy), "
         f"{plots / 'peer_agreement.png'}, {plots / 'reward_mean.png'} … (all in {plots})"
@@ -136,6 +148,21 @@ def run(args: argparse.Namespace) -> int:
     if args.fast:
         print("(--fast: tiny warm start and few problems — a smoke run, the numbers mean nothing)")
     return 0
+
+
+def save_examples(problems: list[Any], folder: Path) -> list[Path]:
+    """The first held-out picture of each skill as ``example_<skill>.png`` (none for the text ablation)."""
+    from corl_vl.data.images import open_image
+
+    saved: dict[str, Path] = {}
+    for problem in problems:
+        skill = str(problem.meta.get("skill"))
+        if skill in saved or not problem.images:
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        saved[skill] = folder / f"example_{skill}.png"
+        open_image(problem.images[0]).save(saved[skill])
+    return list(saved.values())
 
 
 def before_after_table(record: dict[str, Any], agents: list[str]) -> str:
