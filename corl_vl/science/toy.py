@@ -12,9 +12,8 @@ An experiment YAML has three sections::
 
 ``warm_start.text_view`` decides, for the warm start, the RL problems and the held-out set alike, whether the
 problems are pictures or their text rendering (the picture described in words). The shipped experiment uses
-text: measured on this CPU (benchmarks/science/README.md), the 2-layer random VLMs learn ``shape_color`` from
-pixels in 150 steps (1.00) but not ``shape_sides`` (≈ chance after 400 steps), and the experiment needs both
-skills learned. The models are still the VLM architectures with their own chat formats.
+pictures, with two skills the tiny VLMs were measured to read from pixels in the warm-start budget
+(benchmarks/science/README.md lists the skills that passed and failed); the text rendering is an ablation.
 """
 
 from __future__ import annotations
