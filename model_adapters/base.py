@@ -383,15 +383,22 @@ class ModelAdapter:
         return variables
 
     def prompt_record(self) -> dict[str, Any]:
-        """What a checkpoint stores so its prompts can be rendered again exactly (see :mod:`.templates`)."""
+        """What a checkpoint stores so its prompts can be rendered again exactly (see :mod:`.templates`).
+
+        ``chat_template`` is None for an adapter that formats prompts without one (a base-model plugin).
+        """
+        try:
+            template: str | None = self.chat_template
+        except CorlError:
+            template = None
         return {
             "adapter": self.name,
             "template_date": self.template_date,
-            "template_reads_clock": uses_clock(self.chat_template),
+            "template_reads_clock": template is not None and uses_clock(template),
             "chat_template_kwargs": {k: v for k, v in self.chat_template_kwargs.items() if _jsonable(v)},
             "system_prompt": self.system_prompt,
             "answer_format": self.answer_format,
-            "chat_template": self.chat_template,
+            "chat_template": template,
         }
 
     def save_prompt_record(self, folder: str | Path) -> Path:

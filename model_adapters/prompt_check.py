@@ -14,7 +14,6 @@ from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 
 from .base import ModelAdapter
-from .templates import uses_clock
 
 TEXT_QUESTION = "What is 6 times 7?"
 IMAGE_QUESTION = "How many circles are in the figure?"
@@ -84,10 +83,11 @@ def _report(adapter: ModelAdapter, problem: Problem, kind: str) -> PromptReport:
 def check_adapter(adapter: ModelAdapter) -> AdapterReport:
     """Render a text problem (and an image problem for VLMs) with ``adapter`` and count what matters."""
     tok = adapter.tokenizer
+    record = adapter.prompt_record()
     report = AdapterReport(
         model=adapter.model_path,
         adapter=adapter.name,
-        template_reads_clock=uses_clock(adapter.chat_template),
+        template_reads_clock=record["template_reads_clock"],
         template_date=adapter.template_date,
         stop_tokens=[(i, tok.convert_ids_to_tokens(i)) for i in adapter.stop_token_ids],
         bos_token=tok.bos_token,

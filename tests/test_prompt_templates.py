@@ -219,3 +219,27 @@ def test_adapters_check_fails_on_a_template_without_image_placeholders(tmp_path,
     assert cli_main(["adapters", "check", dropped]) == 1
     out = capsys.readouterr().out
     assert "FAIL: adapter internvl3_5: the chat template of" in out and "PROBLEMS FOUND" in out
+
+
+def test_checkpoint_without_a_chat_template(tmp_path, tiny_checkpoint):
+    """A base model has no template: the default adapter says how to add one; a plain-prompt adapter still
+    encodes and its checkpoints record that no template was used."""
+    from model_adapters.causal_lm import CausalLMAdapter
+
+    folder = tmp_path / "base-model"
+    shutil.copytree(tiny_checkpoint("tiny-qwen2.5"), folder)
+    (folder / "chat_template.jinja").unlink()
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(CorlError, match=r"has no \(single\) chat template; add chat_template\.jinja"):
+        create_adapter(folder).encode_prompt(Problem("p", "2+2?"))
+
+    class PlainPrompt(CausalLMAdapter):
+        def render_prompt(self, problem):
+            return f"Question: {problem.question}\nAnswer:", []
+
+    adapter = PlainPrompt(folder)
+    assert adapter.encode_prompt(Problem("p", "2+2?")).prompt_text == "Question: 2+2?\nAnswer:"
+    record = adapter.prompt_record()
+    assert record["chat_template"] is None and record["template_reads_clock"] is False
