@@ -60,3 +60,15 @@ def test_a_real_run_that_never_parses_an_answer_stops_with_a_clear_error(tmp_pat
     assert "solo: answer/parsed_frac has been 0 for 2 steps" in capsys.readouterr().err
     lines = (tmp_path / "run" / "agents" / "solo" / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 4  # the stopping step is still recorded
+
+
+def test_the_stall_reason_reaches_the_progress_bar_status():
+    from corl_vl.train.callbacks import StallDetection
+    from corl_vl.train.loop import TrainingRun
+
+    detection = StallDetection(2)
+    run = TrainingRun(cohort=None, max_steps=10)
+    for _ in range(2):
+        run.metrics = _step(0.0, 0.3)
+        detection.on_step_end(run)
+    assert run.status == "stall: a label/coverage=0 for 2 steps"
