@@ -23,7 +23,18 @@ from .base import ModelAdapter
 from .presets import PRESETS, get_preset
 
 ENTRY_POINT_GROUP = "corl_vl.adapters"
-_BUILTIN_MODULES = ("qwen2_5_vl", "internvl3_5", "gemma3", "causal_lm")
+
+
+def _builtin_modules() -> list[str]:
+    """The modules of this package that register an adapter: adding a family is adding one file here."""
+    folder = Path(__file__).resolve().parent
+    marker = "@register_adapter("
+    return sorted(
+        path.stem
+        for path in folder.glob("*.py")
+        if path.stem not in ("registry", "__init__") and marker in path.read_text(encoding="utf-8")
+    )
+
 
 _ADAPTERS: dict[str, type[ModelAdapter]] = {}
 _ORIGIN: dict[str, str] = {}  # name → "built-in" or the distribution that provided it
@@ -88,7 +99,7 @@ def _ensure_loaded() -> None:
     if _loaded:
         return
     _loaded = True  # set first: a plugin importing this module must not recurse
-    for module in _BUILTIN_MODULES:
+    for module in _builtin_modules():
         importlib.import_module(f"{__package__}.{module}")
     for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         _load_entry_point(ep)

@@ -25,6 +25,7 @@ import torch
 
 from corl_vl.config import TrainConfig
 from corl_vl.errors import CorlError
+from corl_vl.train.distributed import deepspeed_config, deepspeed_engine
 from corl_vl.train.grpo import Normalizer
 
 
@@ -56,6 +57,25 @@ class StepPlan:
     normalizer: Normalizer
     padding_passes: int
     group_rows: int
+
+
+def launch_backend(backend: TorchBackend, cfg: Any, dist: Any) -> TrainingBackend:
+    """The backend an agent trains with in this launch: ``backend`` itself in one process; in a multi-process
+    launch (``dist``) the distributed backend the config names — a new backend adds its case here."""
+    if dist is None:
+        return backend
+    settings = cfg.distributed
+    if not settings.deepspeed:
+        raise CorlError(
+            "distributed.deepspeed: a multi-process launch needs a DeepSpeed config "
+            "(e.g. --set distributed.deepspeed=configs/deepspeed/zero2.json)"
+        )
+    dtype = str(next(backend.model.parameters()).dtype).removeprefix("torch.")
+    ds_config = deepspeed_config(
+        settings.deepspeed, zero_stage=settings.zero_stage, grad_clip=cfg.train.grad_clip,
+        group_size=dist.group_size, dtype=dtype,
+    )  # fmt: skip
+    return DeepSpeedBackend(backend, ds_config, dist.mpu, dist.dp_group)
 
 
 class TrainingBackend(Protocol):
@@ -203,8 +223,6 @@ class DeepSpeedBackend:
     """
 
     def __init__(self, base: TorchBackend, ds_config: dict[str, Any], mpu: Any, dp_group: Any) -> None:
-        from corl_vl.train.distributed import deepspeed_engine
-
         if (
             base.masters
         ):  # DeepSpeed keeps its own fp32 masters (bf16 config): AdamW over the model's parameters

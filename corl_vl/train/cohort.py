@@ -33,6 +33,7 @@ from corl_vl.errors import CorlError
 from corl_vl.rewards.registry import RewardInputs, get_reward
 from corl_vl.rewards.topology import Topology, from_config
 from corl_vl.train.agent import Agent, Batch
+from corl_vl.train.backends import launch_backend
 from corl_vl.train.distributed import DistContext
 from corl_vl.train.grpo import group_advantages
 
@@ -195,23 +196,8 @@ class Cohort:
             adapter = create_adapter(acfg.model, adapter=acfg.adapter, **acfg.adapter_options())
             view = agent_view(base, cfg, acfg.data_view, text_only=not adapter.supports_images)
             agents.append(Agent.from_config(acfg, cfg, view, device=device, adapter=adapter))
-        if dist is not None:
-            from corl_vl.train.backends import DeepSpeedBackend
-            from corl_vl.train.distributed import deepspeed_config
-
-            d = cfg.distributed
-            if not d.deepspeed:
-                raise CorlError(
-                    "distributed.deepspeed: a multi-process launch needs a DeepSpeed config "
-                    "(e.g. --set distributed.deepspeed=configs/deepspeed/zero2.json)"
-                )
-            for agent in agents:
-                dtype = str(next(agent.model.parameters()).dtype).removeprefix("torch.")
-                ds = deepspeed_config(
-                    d.deepspeed, zero_stage=d.zero_stage, grad_clip=cfg.train.grad_clip,
-                    group_size=dist.group_size, dtype=dtype,
-                )  # fmt: skip
-                agent.backend = DeepSpeedBackend(agent.backend, ds, dist.mpu, dist.dp_group)
+        for agent in agents:  # a multi-process launch wraps each agent's weights in its distributed backend
+            agent.backend = launch_backend(agent.backend, cfg, dist)
         return cls(cfg, agents, base, dist=dist)
 
     # -------------------------------------------------------------------------------------- phases
