@@ -51,7 +51,6 @@ def measure(path: Path) -> dict:
             "id": i,
             "answer": r["answer"],
             "extracted": records[i].extracted[0],
-            "response_tail": r["response"][-160:],
         }
         for r in rows
         if verified[(i := str(r["id"]))] and not official[i]
