@@ -48,7 +48,7 @@ import torch
 
 from corl_vl.errors import CorlError
 from corl_vl.io import atomic_dir, os_error_line, replace_dir_atomic, write_text_atomic
-from corl_vl.train.safe_state import has_state, load_legacy, load_state, save_state
+from corl_vl.train.safe_state import check_pickle_globals, has_state, load_legacy, load_state, save_state
 
 CHECKPOINTS = "checkpoints"
 FORMAT = 2  # 1: pickled *.pt training state (before safetensors + JSON)
@@ -291,18 +291,21 @@ def _save_distributed(run_dir: Path, cohort: Any) -> Path:
     return final
 
 
+# The classes DeepSpeed's own checkpoint files name besides torch's (its config, enums, loss scaler): plain
+# data objects that are rebuilt from their fields. Anything else in such a file is refused.
+DEEPSPEED_DATA_CLASSES = frozenset(
+    {"deepspeed.runtime.fp16.loss_scaler.LossScaler", "deepspeed.runtime.zero.config.ZeroStageEnum"}
+)
+
+
 def _check_deepspeed_files(folder: Path, allow_unsafe: bool) -> None:
-    """DeepSpeed unpickles its own files with ``weights_only=False``; first make sure each one loads as plain
-    data (memory-mapped, so this costs little), so a crafted file is refused before DeepSpeed touches it."""
+    """DeepSpeed unpickles its own files with ``weights_only=False``; first make sure each one names no callable
+    but torch's and DeepSpeed's data classes (read from the opcodes, nothing is loaded), so a crafted file is
+    refused before DeepSpeed touches it."""
     if allow_unsafe:
         return
     for file in sorted(folder.rglob("*.pt")):
-        try:
-            torch.load(file, map_location="cpu", weights_only=True, mmap=True)
-        except CorlError:
-            raise
-        except Exception:  # not a zip archive (mmap needs one): the plain restricted load decides
-            load_legacy(file)
+        check_pickle_globals(file, DEEPSPEED_DATA_CLASSES)
 
 
 def _load_distributed(path: Path, meta: dict[str, Any], cohort: Any, allow_unsafe: bool = False) -> int:

@@ -109,6 +109,26 @@ def load_state(folder: str | Path, name: str) -> Any:
     return _decode(skeleton, tensors, str(meta))
 
 
+def check_pickle_globals(path: str | Path, allowed: frozenset[str] = frozenset()) -> None:
+    """Refuse a torch pickle that would call anything but torch's own rebuild functions and ``allowed``.
+
+    The check reads the pickle's opcodes without running them (``get_unsafe_globals_in_checkpoint``): a
+    pickle can only call the callables it names, so a file that names nothing else is data, whoever loads it.
+    """
+    path = Path(path)
+    try:
+        named = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except Exception as err:  # not a torch checkpoint at all (truncated, another format)
+        raise CorlError(f"{path}: not a readable torch checkpoint file ({type(err).__name__}: {err})") from None
+    unknown = sorted(set(named) - allowed)
+    if unknown:
+        raise CorlError(
+            f"{path}: loading this checkpoint file would call {', '.join(unknown[:4])}"
+            f"{' …' if len(unknown) > 4 else ''}, which could run code. Only if you made this checkpoint "
+            f"yourself, resume with {UNSAFE_FLAG}"
+        )
+
+
 def load_legacy(path: str | Path, *, allow_unsafe: bool = False) -> Any:
     """A ``.pt`` pickle from an older corl-vl (or DeepSpeed): loaded as data only (``weights_only=True``),
     which never runs code; a file that needs more is refused unless ``allow_unsafe`` (the user's own file)."""
