@@ -238,9 +238,10 @@ def train(
     with StopRequest(dist) as stop:  # Ctrl-C / SIGTERM: end after this step, save, exit 130 / 143
         run = fit(cohort, [*callbacks, StopOnSignal(stop)], start_step=start, run_dir=run_dir)
     if stop.signum is not None:
+        again = resume_command()
         raise stop.interrupted(
             f"stopped by {run.stop_reason} after step {run.completed}; checkpoint saved in "
-            f"{latest_checkpoint(run_dir)}. Resume with: {resume_command()}"
+            f"{latest_checkpoint(run_dir)}" + (f". Resume with: {again}" if again else "")
         )
     if dist is not None:
         dist.barrier()  # every agent's metrics are written before the plots read them

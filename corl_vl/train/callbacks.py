@@ -145,12 +145,16 @@ class Checkpointing(Callback):
 
     def __init__(self, run_dir: Path, every: int = 0, *, resumed_at_end: bool = False) -> None:
         self.run_dir, self.every, self.resumed_at_end = Path(run_dir), every, resumed_at_end
+        self.saved_at: int | None = None
 
     def on_step_end(self, run: TrainingRun) -> None:
         if self.every and run.completed % self.every == 0 and run.completed < run.max_steps:
             save_checkpoint(self.run_dir, run.cohort)
+            self.saved_at = run.completed
 
     def on_fit_end(self, run: TrainingRun) -> None:
+        if self.saved_at == run.completed:  # a stop request right after a periodic save: nothing new
+            return
         if run.completed > run.start_step or not self.resumed_at_end:
             save_checkpoint(self.run_dir, run.cohort)
 

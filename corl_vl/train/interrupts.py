@@ -35,9 +35,12 @@ class Interrupted(Exception):
         self.exit_code = 128 + signum
 
 
-def resume_command(argv: list[str] | None = None) -> str:
-    """The command line that continues this run (the one that started it, with ``--resume``)."""
+def resume_command(argv: list[str] | None = None) -> str | None:
+    """The command line that continues this run: the ``corl-vl train`` command that started it, with
+    ``--resume`` (None when the run was started otherwise, e.g. by ``corl-vl demo`` or a script)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if "train" not in args[:1]:
+        return None
     if "--resume" not in args:
         args.append("--resume")
     return "corl-vl " + shlex.join(args)
