@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from corl_vl.train.cohort import Cohort, Sampler, agent_view
-from corl_vl.config import config_from_dict, load_config
+from corl_vl.config import apply_overrides, config_from_dict, load_config
 from corl_vl.data.synth import generate_problems
 from corl_vl.errors import CorlError
+from corl_vl.train.cohort import Cohort, Sampler, agent_view
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 TINY_COHORT = Path(__file__).resolve().parent / "fixtures" / "tiny_cohort.yaml"  # random tiny models
@@ -149,3 +149,31 @@ def test_text_only_agent_gets_the_text_rendering_with_the_same_ids():
     view = agent_view(base, cfg, None, text_only=True)
     assert [p.id for p in view] == [p.id for p in base]
     assert all(not p.images and p.question == b.meta["text_question"] for p, b in zip(view, base))
+
+
+def test_co_rewarding_i_views_label_each_other(tmp_path):
+    """One model, two views: each view's group is rewarded by the other view's majority (--baseline co_rewarding_i)."""
+    problems = generate_problems(
+        4, seed=0
+    )  # = the cohort's data (data.train synthetic, data.limit=4, seed 0)
+    rows = [{"id": p.id, "question": "Put differently: " + p.question, "answer": p.answer} for p in problems]
+    rephrased = tmp_path / "rephrased.jsonl"
+    rephrased.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    agent = {"name": "qwen", "model": "tiny-qwen2.5-vl", "data_view": str(rephrased)}
+    cfg = apply_overrides(config_from_dict({"agents": [agent], "train": {"reward": "co_rewarding_i"}}), TINY)
+    cohort = Cohort.from_config(cfg)
+    (qwen,) = cohort.agents
+    original, twin = boxed(3, 3, 5, 5), boxed(3, 3, 3, 5)  # original's majority: a tie; the rephrase's: 3
+    qwen.engine = ForcedTexts(
+        qwen.engine, lambda pid, j, c: (twin if pid.endswith("~rephrased") else original)(pid, j, c)
+    )
+    metrics = cohort.step()["qwen"]
+    (step,) = cohort.last
+    originals = [pid for pid in step.answers if not pid.endswith("~rephrased")]
+    assert len(originals) == 2 and len(step.answers) == 4
+    for pid in originals:
+        assert step.labels[pid] == "3" and step.rewards[pid] == [1.0, 1.0, 0.0, 0.0]  # from the rephrase
+        assert step.labels[pid + "~rephrased"] is None  # the original view tied: no label, no reward
+        assert step.rewards[pid + "~rephrased"] == [0.0, 0.0, 0.0, 0.0]
+    assert metrics["trained_rows"] == 8.0 and metrics["grad_norm"] > 0
+    assert "Put differently" in qwen.view[originals[0] + "~rephrased"].question

@@ -7,6 +7,10 @@ the same voting, tie policy and id checks.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+
+from corl_vl.data.problem import Problem
 from corl_vl.rewards.peer import Answers, Choices, peer_rewards
 from corl_vl.rewards.topology import mutual
 
@@ -30,3 +34,25 @@ def co_rewarding_i_rewards(
         timeout=timeout,
     )
     return rewards[0], rewards[1]
+
+
+# ---------------------------------------------------------------------------------------- in the cohort
+# Inside the trainer the rephrased view of problem ``pid`` is a second group with its own id, the *twin*
+# ``pid + TWIN``: the agent samples K completions for both in one rollout, and each group is rewarded by the
+# other's majority. The twin's base problem is the original (same answer and options); the agent's view of the
+# twin is its rephrase (``data_view``).
+TWIN = "~rephrased"
+
+
+def twin_id(problem_id: str) -> str:
+    return problem_id + TWIN
+
+
+def with_twins(ids: list[str]) -> list[str]:
+    """``ids`` followed by their twins (the order every agent samples and every reward reads)."""
+    return [*ids, *(twin_id(pid) for pid in ids)]
+
+
+def twins_of(problems: Sequence[Problem]) -> list[Problem]:
+    """The same problems under their twin ids."""
+    return [dataclasses.replace(p, id=twin_id(p.id)) for p in problems]

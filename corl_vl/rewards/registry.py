@@ -17,9 +17,11 @@ from typing import Any, NamedTuple
 
 from corl_vl.answers.voting import vote
 from corl_vl.errors import CorlError
+from corl_vl.rewards.co_rewarding import twin_id
 from corl_vl.rewards.ground_truth import gt_rewards
-from corl_vl.rewards.peer import Answers, match_rewards
+from corl_vl.rewards.peer import Answers, match_rewards, peer_rewards
 from corl_vl.rewards.self_rewards import empo_rewards, intuitor_rewards, rent_rewards
+from corl_vl.rewards.topology import mutual
 
 Rewards = dict[str, dict[str, list[float]]]  # agent → problem id → K rewards
 Labels = dict[str, dict[str, str | None]]  # agent → problem id → label (None: no label)
@@ -56,6 +58,7 @@ class RewardSpec:
 
     function: Callable[[RewardInputs], StepRewards]
     uses_peers: bool = False  # labels from other agents' answers: needs ≥ 2 agents and a topology
+    paired_views: bool = False  # each agent also samples its rephrased view (twin groups, co_rewarding.py)
     make_state: Callable[[Any, Any, list[str]], Any] | None = None  # (cfg, topology, names) → state
     help: str = ""
 
@@ -67,6 +70,7 @@ def register_reward(
     name: str,
     *,
     uses_peers: bool = False,
+    paired_views: bool = False,
     make_state: Callable[[Any, Any, list[str]], Any] | None = None,
     help: str = "",
 ) -> Callable[[Callable[[RewardInputs], StepRewards]], Callable[[RewardInputs], StepRewards]]:
@@ -75,7 +79,7 @@ def register_reward(
     def add(function: Callable[[RewardInputs], StepRewards]) -> Callable[[RewardInputs], StepRewards]:
         if name in REWARDS:
             raise CorlError(f"reward '{name}' is registered twice")
-        REWARDS[name] = RewardSpec(function, uses_peers=uses_peers, make_state=make_state, help=help)
+        REWARDS[name] = RewardSpec(function, uses_peers, paired_views, make_state, help)
         return function
 
     return add
@@ -176,3 +180,26 @@ def rent(inputs: RewardInputs) -> StepRewards:
         name: rent_rewards(inputs.scored[name].entropy, inputs.scored[name].mask) for name in inputs.local
     }
     return StepRewards(_per_sequence(inputs, values), {})
+
+
+@register_reward(
+    "co_rewarding_i", paired_views=True, help="Co-rewarding-I: original and rephrased views label each other"
+)
+def co_rewarding_i(inputs: RewardInputs) -> StepRewards:
+    """Each agent alone: the original view's groups are rewarded by the majority of the rephrased view's
+    completions and vice versa (``inputs.mine`` holds the original ids followed by their twins)."""
+    tp = inputs.cfg.topology
+    originals = [pid for pid in inputs.mine if twin_id(pid) in inputs.mine]
+    choices = inputs.choices(originals)
+    rewards: Rewards = {}
+    labels: Labels = {}
+    for name in inputs.local:
+        answers = inputs.answers[name]
+        views = [{pid: answers[pid] for pid in originals}, {pid: answers[twin_id(pid)] for pid in originals}]
+        per_view, votes = peer_rewards(
+            views, mutual(), choices=choices, tie_policy=tp.ties, min_share=tp.min_share
+        )
+        rewards[name] = {**per_view[0], **{twin_id(pid): r for pid, r in per_view[1].items()}}
+        labels[name] = {pid: votes[0][pid].label for pid in originals}
+        labels[name].update({twin_id(pid): votes[1][pid].label for pid in originals})
+    return StepRewards(rewards, labels)

@@ -30,6 +30,7 @@ from corl_vl.config import CohortConfig
 from corl_vl.data.paired import answer_in_base_options
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
+from corl_vl.rewards.co_rewarding import twins_of, with_twins
 from corl_vl.rewards.registry import RewardInputs, get_reward
 from corl_vl.rewards.topology import Topology, from_config
 from corl_vl.train.agent import Agent, Batch
@@ -79,6 +80,17 @@ def agent_view(
     view = load_problems(d.train, split=split, limit=d.limit, text_only=True)
     verify_paired_views(base, view, source=f"{d.train} (text rendering)")
     return view
+
+
+def paired_views(base: Sequence[Problem], cfg: CohortConfig, agent: Any, text_only: bool) -> list[Problem]:
+    """Co-rewarding-I's view: the original problems and, under their twin ids, the agent's rephrase."""
+    if not agent.data_view:
+        raise CorlError(
+            f"agents.{agent.name}.data_view: train.reward={cfg.train.reward} needs each agent's rephrased view "
+            "(a paired file; write one with `corl-vl data rephrase`)"
+        )
+    original = agent_view(base, cfg, None, text_only)
+    return [*original, *twins_of(agent_view(base, cfg, agent.data_view, text_only))]
 
 
 @dataclass
@@ -161,6 +173,10 @@ class Cohort:
         self.base = {p.id: p for p in base}
         self.sampler = Sampler([p.id for p in base], seed=cfg.train.seed, shuffle=cfg.data.shuffle)
         self.reward = get_reward(cfg.train.reward)
+        if self.reward.paired_views:  # twin groups: the rephrased view of each problem (co_rewarding.py)
+            if dist is not None:
+                raise CorlError(f"train.reward={cfg.train.reward} runs in one process; drop torchrun")
+            self.base.update({p.id: p for p in twins_of(base)})
         self.topology: Topology | None = None
         if self.reward.uses_peers:
             spec: Any = {"graph": cfg.topology.edges} if cfg.topology.kind == "graph" else cfg.topology.kind
@@ -195,6 +211,8 @@ class Cohort:
 
             adapter = create_adapter(acfg.model, adapter=acfg.adapter, **acfg.adapter_options())
             view = agent_view(base, cfg, acfg.data_view, text_only=not adapter.supports_images)
+            if get_reward(cfg.train.reward).paired_views:  # the original view, plus the rephrase as twins
+                view = paired_views(base, cfg, acfg, text_only=not adapter.supports_images)
             agents.append(Agent.from_config(acfg, cfg, view, device=device, adapter=adapter))
         for agent in agents:  # a multi-process launch wraps each agent's weights in its distributed backend
             agent.backend = launch_backend(agent.backend, cfg, dist)
@@ -206,6 +224,8 @@ class Cohort:
         cfg = self.cfg
         ids = self.sampler.next(cfg.data.problems_per_step)
         mine = self.dist.my_share(ids) if self.dist is not None else ids  # this rank's share of the ids
+        if self.reward.paired_views:
+            ids = mine = with_twins(ids)
         times: dict[str, float] = {}
 
         t0 = time.perf_counter()
