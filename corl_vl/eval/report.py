@@ -86,7 +86,8 @@ def render_markdown(table: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str
     lines = [
         "# Evaluation report",
         "",
-        "Overall (%; We-Math: strict score). Records without a response count as wrong.",
+        "Overall (%; We-Math: strict score), by each run's --scoring (default: the benchmark's official rules). "
+        "Records without a response count as wrong.",
         "",
     ]
     lines.append("| run | " + " | ".join(benchmarks) + " |")
