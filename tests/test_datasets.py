@@ -138,8 +138,9 @@ def test_unsupported_sources(tmp_path: Path):
     (tmp_path / "a.csv").write_text("id,question\n")
     with pytest.raises(CorlError, match="unsupported format"):
         load_problems(tmp_path / "a.csv")
-    with pytest.raises(CorlError, match="not a datasets save_to_disk folder"):
-        load_problems(tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CorlError, match="neither a datasets save_to_disk folder nor a copy of a hub dataset"):
+        load_problems(tmp_path / "empty")
 
 
 # --- parquet and save_to_disk ------------------------------------------------------------------------------
