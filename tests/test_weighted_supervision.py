@@ -101,3 +101,5 @@ def test_cli_trains_a_three_agent_cohort_with_dawid_skene_weights(tmp_path, caps
         for line in (out / "agents" / "tiny-gemma3" / "metrics.jsonl").read_text().splitlines()
     ]
     assert rows and "reliability/dawid_skene" in rows[-1]
+    assert main(["plot", str(out)]) == 0
+    assert (out / "plots" / "reliability.png").is_file()

@@ -102,4 +102,43 @@ def plot_run(run_dir: str | Path, metrics: tuple[str, ...] = PLOTTED) -> list[Pa
         fig.savefig(path)
         plt.close(fig)
         written.append(path)
+    written += plot_reliability(records, out_dir)
+    return written
+
+
+def plot_reliability(records: dict[str, list[dict]], out_dir: Path) -> list[Path]:
+    """Co-RL runs: each agent's label-free reliability estimates against its actual sample accuracy (gold,
+    monitoring only), and the pseudo-label accuracy each ``topology.weighting`` would give (train/supervision.py)."""
+    import matplotlib.pyplot as plt
+
+    def series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
+        points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+        return ([x for x, _ in points], [y for _, y in points]) if points else ([], [])
+
+    panels = {
+        "reliability.png": [("answer/accuracy", "-", "actual"), ("reliability/dawid_skene", "--", "Dawid–Skene"),
+                            ("reliability/agreement", ":", "agreement")],
+        "label_accuracy_by_weighting.png": [("label/accuracy_uniform", "-", "uniform"),
+                                            ("label/accuracy_agreement", ":", "agreement"),
+                                            ("label/accuracy_dawid_skene", "--", "Dawid–Skene")],
+    }  # fmt: skip
+    written = []
+    for name, lines in panels.items():
+        if not any(series(rows, lines[1][0])[0] for rows in records.values()):
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
+        for colour, (agent, rows) in enumerate(records.items()):
+            for key, style, label in lines:
+                xs, ys = series(rows, key)
+                if xs:
+                    ax.plot(xs, ys, style, color=f"C{colour}", label=f"{agent}: {label}")
+        ax.set_xlabel("step")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(name.removesuffix(".png").replace("_", " "))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, ncol=2)
+        fig.tight_layout()
+        fig.savefig(out_dir / name)
+        plt.close(fig)
+        written.append(out_dir / name)
     return written
