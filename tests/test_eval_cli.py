@@ -42,7 +42,10 @@ def test_score_responses_writes_all_outputs(fixtures_dir, tmp_path, capsys):
                         "missing": False}  # fmt: skip
     assert lines[-1] == {"id": "11", "response": None, "extracted": None, "correct": False,
                          "correct_official": False, "correct_verified": False, "missing": True}  # fmt: skip
-    assert "| model | 63.6 |" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "| model | 63.6 |" in report
+    # official 7/11; verified 6/11 (4: "4.5" for 4 is truncated by the official integer rule); 1 disagreement
+    assert "| model | mathvista | 63.6 | 54.5 | 1 |" in report
     assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     err = capsys.readouterr().err
     assert "1 ids are not records of mathvista" in err

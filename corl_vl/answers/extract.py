@@ -173,8 +173,12 @@ def _lenient(
 
 def _math_verify(text: str, _options: Options | None) -> str | None:
     from corl_vl.answers import mathverify_pool
+    from corl_vl.answers.equivalence import MAX_BRACE_DEPTH, _max_depth
 
-    return mathverify_pool.extract(text[-4 * MAX_ANSWER_CHARS :], MATH_VERIFY_EXTRACT_TIMEOUT_S)
+    tail = text[-4 * MAX_ANSWER_CHARS :]
+    if _max_depth(tail) > MAX_BRACE_DEPTH:  # deep nesting only slows sympy down; no answer is that deep
+        return None
+    return mathverify_pool.extract(tail, MATH_VERIFY_EXTRACT_TIMEOUT_S)
 
 
 def _clean(answer: str | None, options: Options | None) -> str | None:
