@@ -1,13 +1,13 @@
-"""MathVista scoring as the official ``calculate_score.py`` does it, after a rule-based extraction.
+"""MathVista scoring: ``official`` as ``calculate_score.py`` does it (after a rule-based or model extraction),
+``verified`` by mathematical equivalence.
 
 Official rules (lupantech/MathVista ``evaluation/calculate_score.py``): multiple choice — "(B)" or "B" becomes
-that option's text, anything else the option closest by Levenshtein distance; integer — ``str(int(float(x)))``;
-float — ``str(round(float(x), precision))``; list — ``str(list)``; then exact string equality with the answer.
-The official extraction is a GPT call; here the shared rule-based extractor (``\\boxed{}`` first) replaces it.
-Two deliberate differences: an empty extraction is wrong instead of being mapped to the closest (shortest)
-option, as in the official script's later ``ignore_empty_extractions`` mode; and an extraction that *is* one
-of the option texts is that option (the official regex turns "(b)" into letter B even when the options are
-"(c)", "(a)", "(e)", "(d)", "(b)", as in pids 168 and 849).
+that option's text, anything else the option closest by Levenshtein distance (an empty extraction: the
+shortest option; "(b)" is letter B even among options "(c)", "(a)", …, as the official regex reads it);
+integer — ``str(int(float(x)))``; float — ``str(round(float(x), precision))``; list — ``str(list)``; then
+exact string equality with the answer. The official extraction is a GPT call; :func:`rules_extract` stands in
+for it (or ``--extractor model:…``). Reading the number out of an extraction ("1,000", "12 cm", "x = 3") is
+part of that stand-in: GPT returns the bare number.
 """
 
 from __future__ import annotations
@@ -93,9 +93,7 @@ def normalize_extracted(
 ) -> str | None:
     """The official normalisation of one extracted answer (None: nothing comparable was extracted)."""
     if question_type == "multi_choice" and choices:
-        s = _clean(
-            extraction or ""
-        )  # nothing extracted: the closest option to "" (the shortest), as official
+        s = _clean(extraction or "")  # nothing extracted: the option closest to "" (the shortest)
         letters = _PAREN_LETTER.findall(s)
         if letters:
             s = letters[0].upper()
