@@ -103,3 +103,27 @@ def test_cli_trains_a_three_agent_cohort_with_dawid_skene_weights(tmp_path, caps
     assert rows and "reliability/dawid_skene" in rows[-1]
     assert main(["plot", str(out)]) == 0
     assert (out / "plots" / "reliability.png").is_file()
+
+
+def test_reliability_is_tracked_per_tag_with_the_overall_value_as_fallback():
+    from corl_vl.rewards.topology import all_peers
+    from corl_vl.train.supervision import Supervision
+
+    cfg = config_from_dict(
+        {
+            "agents": AGENTS,
+            "topology": {"kind": "all_peers", "weighting": "agreement", "reliability_tag": "skill"},
+        }
+    )
+    sup = Supervision(cfg, all_peers(3), ["qwen", "internvl", "gemma"])
+    answers = {
+        "qwen": {"p1": ["1", "1"], "p2": ["5", "5"]},
+        "internvl": {"p1": ["1", "1"], "p2": ["6", "6"]},
+        "gemma": {"p1": ["2", "2"], "p2": ["6", "6"]},
+    }
+    sup.step(answers, ["p1", "p2"], {"p1": None, "p2": None}, tags={"p1": "a", "p2": "b"})
+    # leave-one-out majorities: p1 → qwen: tie, internvl: tie, gemma: 1 (its share 0);
+    #                           p2 → qwen: 6 (its share 0), internvl: tie, gemma: tie
+    values = sup.trackers["agreement"].values
+    assert values == {"": [0.0, None, 0.0], "tag:a": [None, None, 0.0], "tag:b": [0.0, None, None]}
+    assert sup.trackers["agreement"].get("a") == [0.0, None, 0.0]  # qwen has no tag-a estimate: overall
