@@ -44,9 +44,9 @@ def test_model_extractor_end_to_end(fixtures_dir, tmp_path, tiny_checkpoint) -> 
     tiny_checkpoint("tiny-qwen2.5")
     responses = tmp_path / "model.jsonl"
     ids = ["1", "3", "8"]
-    responses.write_text(
-        "".join(json.dumps({"id": i, "response": MATHVISTA_RESPONSES[i][0]}) + "\n" for i in ids)
-    )
+    rows_in = [{"id": i, "response": MATHVISTA_RESPONSES[i][0]} for i in ids]
+    rows_in.append({"id": "2", "response": "1000"})  # an integer answer: the official shortcut, no model call
+    responses.write_text("".join(json.dumps(row) + "\n" for row in rows_in))
     out = tmp_path / "out"
     argv = ["eval", "--benchmark", "mathvista", "--data", str(fixtures_dir / "eval" / "mathvista" / "testmini.json"),
             "--responses", str(responses), "--extractor", "model:tiny-qwen2.5", "--batch-size", "3",
@@ -59,6 +59,7 @@ def test_model_extractor_end_to_end(fixtures_dir, tmp_path, tiny_checkpoint) -> 
         json.loads(line)["id"]: json.loads(line)
         for line in (out / "responses.jsonl").read_text().splitlines()
     }
+    assert lines["2"]["extracted_official"] == "1000" and lines["2"]["correct_official"] is True
     for i in ids:  # the model's (cleaned) output is what official scoring judged
         raw = next(r["responses"][0] for r in rows if r["id"].startswith(f"{i}#"))
         assert lines[i]["extracted_official"] == clean_extraction(raw)

@@ -114,18 +114,13 @@ def normalize_extracted(
     return _clean(extraction)
 
 
-def rules_extract(response: str, choices: Sequence[str] | None, question_type: str, answer_type: str) -> str:
-    """A rule-based stand-in for the official GPT extraction (``extract_answer.py``).
-
-    The official script's own shortcuts first (a response that is an option's text, or reads as an integer /
-    a float for those answer types), then lenient extraction. When that finds nothing in a multiple-choice
-    response, the first sentence is returned, because that is what the GPT extractor usually copies from a
-    refusal ("The question does not provide …"), and the closest option to it is then scored, as officially.
-    """
-    from corl_vl.answers import extract_answer
-
-    text = response.strip()
-    if not text:
+def official_shortcut(
+    response: str, choices: Sequence[str] | None, question_type: str, answer_type: str
+) -> str | None:
+    """What ``extract_answer.py`` answers without asking its extractor model: an empty response, a response
+    that is an option's text, or that reads as the integer / float asked for, or ``The answer is "…".``;
+    None when the extractor has to read the response."""
+    if response == "":
         return ""
     if question_type == "multi_choice" and choices and response in choices:
         return response
@@ -136,8 +131,25 @@ def rules_extract(response: str, choices: Sequence[str] | None, question_type: s
             except ValueError:
                 pass
     quoted = _QUOTED_ANSWER.search(response)
-    if quoted:
-        return quoted.group(1)
+    return quoted.group(1) if quoted else None
+
+
+def rules_extract(response: str, choices: Sequence[str] | None, question_type: str, answer_type: str) -> str:
+    """A rule-based stand-in for the official GPT extraction (``extract_answer.py``).
+
+    The official script's own shortcuts first (:func:`official_shortcut`), then lenient extraction. When that
+    finds nothing in a multiple-choice response, the first sentence is returned, because that is what the GPT
+    extractor usually copies from a refusal ("The question does not provide …"), and the closest option to it
+    is then scored, as officially.
+    """
+    from corl_vl.answers import extract_answer
+
+    shortcut = official_shortcut(response, choices, question_type, answer_type)
+    if shortcut is not None:
+        return shortcut
+    text = response.strip()
+    if not text:
+        return ""
     found = extract_answer(response, choices if question_type == "multi_choice" else None, mode="lenient")
     if found is not None:
         return found

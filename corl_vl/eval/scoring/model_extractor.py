@@ -159,13 +159,34 @@ class ModelExtractor:
 
         prompts: list[Problem] = []
         keys: dict[str, list[str]] = {}
+        known: dict[str, str | None] = {}  # answered by the official shortcuts, no model call
         for problem in problems:
             for j, response in enumerate(responses.get(problem.id, ())):
                 key = _key(problem.id, j, response)
                 keys.setdefault(problem.id, []).append(key)
-                prompts.append(Problem(key, extraction_prompt(benchmark, problem, response)))
+                shortcut = _shortcut(benchmark, problem, response)
+                if shortcut is not None:
+                    known[key] = shortcut or None
+                else:
+                    prompts.append(Problem(key, extraction_prompt(benchmark, problem, response)))
         greedy = Decoding(temperature=0.0, top_p=1.0, max_new_tokens=MAX_EXTRACTION_TOKENS, samples=1)
         out = self.generator.generate(
             prompts, greedy, cache_path, progress=progress, description=f"extracting · {benchmark}"
         )
-        return {pid: [clean_extraction(out[k][0]) for k in ks] for pid, ks in keys.items()}
+        return {
+            pid: [known[k] if k in known else clean_extraction(out[k][0]) for k in ks]
+            for pid, ks in keys.items()
+        }
+
+
+def _shortcut(benchmark: str, problem: Problem, response: str) -> str | None:
+    """MathVista's official pipeline answers some responses by rule before asking its model (see
+    :func:`corl_vl.eval.scoring.mathvista.official_shortcut`); MathVerse asks the model for every one."""
+    if benchmark != "mathvista":
+        return None
+    from corl_vl.eval.scoring.mathvista import official_shortcut
+
+    meta = problem.meta
+    return official_shortcut(
+        response, problem.choices, meta.get("question_type", "free_form"), meta.get("answer_type", "text")
+    )
