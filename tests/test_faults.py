@@ -410,3 +410,14 @@ def test_invalid_json_names_the_right_column(tmp_path):
     path.write_text('{"id": 1}\n{"id": 2\n')
     with pytest.raises(CorlError, match=r"bad.jsonl:2: invalid JSON \(Expecting ',' delimiter at column 9\)"):
         read_jsonl(path)
+
+
+def test_resume_accepts_settings_a_newer_version_added(trained_run, tmp_path):
+    """A run recorded before a setting existed resumes when that setting keeps its default."""
+    run = _copy(trained_run, tmp_path)
+    record = yaml.safe_load((run / "config.yaml").read_text())
+    del record["grpo"]["epsilon_high"], record["topology"]["ties"]
+    (run / "config.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
+    train(_resume_config(run), resume=True, progress=False, build=_builder())
+    (entry,) = yaml.safe_load((run / "config.yaml").read_text())["history"]
+    assert set(entry["changed"]) == {"train.output_dir"}  # the copied run's folder; the missing keys are defaults

@@ -256,14 +256,15 @@ def _run_record(
     """What ``config.yaml`` will hold: the config, and when resuming, the checked changes in its history."""
     import json
 
-    from corl_vl.config import to_dict
+    from corl_vl.config import AgentConfig, to_dict
     from corl_vl.train.resume_check import check_resume
 
     current = to_dict(cfg)
     if previous is None:
         return current
     step = json.loads((previous / "meta.json").read_text()).get("step")
-    return check_resume(run_dir / "config.yaml", current, allow=allow, step=step)
+    defaults = to_dict(CohortConfig(agents=[AgentConfig() for _ in cfg.agents]))
+    return check_resume(run_dir / "config.yaml", current, allow=allow, step=step, defaults=defaults)
 
 
 def _start_run_folder(run_dir: Path, record: dict[str, Any]) -> None:

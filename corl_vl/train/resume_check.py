@@ -59,9 +59,17 @@ def _schedule_uses_max_steps(flat: dict[str, Any]) -> bool:
     return flat.get("train.scheduler") != "constant" or bool(flat.get("train.warmup_ratio"))
 
 
-def differences(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """``{key: (saved value, current value)}`` for every leaf that differs (missing on one side → None)."""
+def differences(
+    saved: dict[str, Any], current: dict[str, Any], defaults: dict[str, Any] | None = None
+) -> dict[str, tuple[Any, Any]]:
+    """``{key: (saved value, current value)}`` for every leaf that differs (missing on one side → None).
+
+    ``defaults``: the config's default values; a key the saved record lacks (it was written by a version
+    without that setting) counts as its default, so upgrading corl-vl does not block a resume.
+    """
     a, b = _flatten(saved), _flatten(current)
+    for key, value in _flatten(defaults or {}).items():
+        a.setdefault(key, value)
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
 
 
@@ -107,6 +115,7 @@ def check_resume(
     *,
     allow: list[str] | None = None,
     step: int | None = None,
+    defaults: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Refuse a resume whose config changes training, except the keys in ``allow``.
 
@@ -114,7 +123,7 @@ def check_resume(
     entry (step, time, every changed key's old and new value) when anything differs.
     """
     saved, history = read_run_config(saved_path)
-    diffs = differences(saved, current)
+    diffs = differences(saved, current, defaults)
     allow = list(allow or [])
     refused = [k for k in training_changes(diffs, current) if not _matches(k, allow)]
     if refused:
