@@ -68,18 +68,10 @@ def blank_images(problems: Sequence[Problem]) -> list[Problem]:
 
 
 def greedy_answers(
-    adapter: Any,
-    model: Any,
-    problems: Sequence[Problem],
-    *,
-    max_new_tokens: int = 16,
-    batch_size: int = 32,
-    prompts: Sequence[Any] | None = None,
+    engine: Any, problems: Sequence[Problem], max_new_tokens: int, prompts: Sequence[Any] | None = None
 ) -> dict[str, str | None]:
-    """``{problem id: extracted answer}`` of ``model``'s greedy completion (HF engine, the adapter's prompts)."""
-    from corl_vl.rollout.hf import HFEngine
-
-    engine = HFEngine(adapter, model, batch_size=batch_size)
+    """``{problem id: extracted answer}`` of one greedy completion per problem from ``engine`` (an HF engine
+    on the model to evaluate: :func:`greedy_engine`)."""
     rollouts = engine.generate(
         problems, k=1, temperature=0.0, max_new_tokens=max_new_tokens, seed=0, prompts=prompts
     )
@@ -89,6 +81,13 @@ def greedy_answers(
             raise CorlError(f"held-out evaluation: engine returned {rollout.problem_id} for {problem.id}")
         answers[problem.id] = extract_answer(rollout.completions[0].text, problem.choices)
     return answers
+
+
+def greedy_engine(adapter: Any, model: Any, batch_size: int = 32) -> Any:
+    """The HF rollout engine over ``model`` itself (no copy): what held-out evaluation generates with."""
+    from corl_vl.rollout.hf import HFEngine
+
+    return HFEngine(adapter, model, batch_size=batch_size)
 
 
 def evaluate(
@@ -110,9 +109,7 @@ def evaluate(
     missing = [p.id for p in problems if p.answer is None]
     if missing:
         raise CorlError(f"held-out evaluation: problem {missing[0]} has no label")
-    answers = greedy_answers(
-        adapter, model, problems, max_new_tokens=max_new_tokens, batch_size=batch_size, prompts=prompts
-    )
+    answers = greedy_answers(greedy_engine(adapter, model, batch_size), problems, max_new_tokens, prompts)
     hits: dict[str, list[bool]] = {}
     correct: dict[str, bool] = {}
     parsed = 0

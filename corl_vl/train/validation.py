@@ -26,6 +26,7 @@ from corl_vl.config import SELECT_BEST
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.io import write_text_atomic
+from corl_vl.science.heldout import greedy_answers, greedy_engine
 from corl_vl.train.checkpoint import CHECKPOINTS, save_checkpoint
 from corl_vl.train.loop import Callback, TrainingRun
 
@@ -47,17 +48,14 @@ def validation_problems(source: str, split: str, *, limit: int | None, seed: int
 def greedy_validation(problems: Sequence[Problem], max_new_tokens: int) -> Evaluation:
     """An evaluation: each agent's greedy answers → ``eval/accuracy`` (where labels exist), ``eval/parsed_frac``
     and ``eval/peer_agreement`` (share of problems where its answer equals its peers' majority answer)."""
-    from corl_vl.science.heldout import greedy_answers
-
     labelled = [p for p in problems if p.answer is not None]
 
     def evaluate(cohort: Any) -> dict[str, dict[str, Any]]:
         answers: dict[str, dict[str, str | None]] = {}
         for agent in cohort.agents:
             with agent.backend.inference_weights():
-                answers[agent.name] = greedy_answers(
-                    agent.adapter, agent.model, problems, max_new_tokens=max_new_tokens
-                )
+                engine = greedy_engine(agent.adapter, agent.model)
+                answers[agent.name] = greedy_answers(engine, problems, max_new_tokens)
         results: dict[str, dict[str, Any]] = {}
         for name, own in answers.items():
             peers = [answers[other] for other in answers if other != name]
