@@ -34,6 +34,8 @@ FREE_KEYS = (
     "distributed.backend",
     "train.stall_steps",
     "train.report_to",
+    "train.log_entropy",  # one more logged metric
+    "train.parallel_agents",  # threads; results identical to one agent after another
 )
 HISTORY = "history"
 
