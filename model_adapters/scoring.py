@@ -1,0 +1,183 @@
+"""The model-facing side of an adapter: batches collated for HF ``generate`` (left-padded) and for the
+trainer's forward (prompt + completion, right-padded), and the per-token logprobs (entropy, self-certainty) of
+completion tokens — the numbers every GRPO update is made of.
+
+Why a mixin of its own: it is the part of :class:`model_adapters.base.ModelAdapter` that runs the model
+forward and touches no prompt rendering; it uses the adapter's ``pad_token_id``, ``placeholder_token_ids``
+and ``torch_dtype``; ``collate_mm`` and ``token_type_fields`` here are family hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .records import CompletionLogprobs, PromptInputs, TrainingBatch
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
+
+
+class LogprobScoring:
+    """Mixed into :class:`~model_adapters.base.ModelAdapter` (see the module docstring)."""
+
+    def collate_mm(self, prompts: Sequence[PromptInputs]) -> dict[str, torch.Tensor]:
+        """Concatenate the prompts' image tensors along dim 0 (images/patches of all rows, in row order)."""
+        import torch
+
+        keys: list[str] = []
+        for p in prompts:
+            keys += [k for k in p.mm_inputs if k not in keys]
+        return {k: torch.cat([p.mm_inputs[k] for p in prompts if k in p.mm_inputs], dim=0) for k in keys}
+
+    def token_type_fields(self, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Family hook: per-token fields derived from ids (Qwen2.5-VL ``mm_token_type_ids``, Gemma
+        ``token_type_ids``); padding and completion tokens are never image tokens, so deriving is exact."""
+        return {}
+
+    def generation_batch(self, prompts: Sequence[PromptInputs]) -> dict[str, torch.Tensor]:
+        """Left-padded inputs for HF ``generate`` (``model.generate(**batch, ...)``)."""
+        import torch
+
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p) :] = torch.tensor(p.prompt_ids, dtype=torch.long)
+            mask[i, width - len(p) :] = 1
+        return {
+            "input_ids": ids,
+            "attention_mask": mask,
+            **self.token_type_fields(ids),
+            **self.collate_mm(prompts),
+        }
+
+    def training_batch(
+        self, prompts: Sequence[PromptInputs], completion_ids: Sequence[Sequence[int]]
+    ) -> TrainingBatch:
+        """Prompt + completion per row, right-padded, plus the completion mask (see module docstring)."""
+        import torch
+
+        if len(prompts) != len(completion_ids):
+            raise ValueError(f"{len(prompts)} prompts but {len(completion_ids)} completions")
+        pad = self.pad_token_id
+        # fed back as padding, else the forward miscounts image slots
+        banned = set(self.placeholder_token_ids)
+        rows = [
+            [*p.prompt_ids, *(pad if int(t) in banned else int(t) for t in c)]
+            for p, c in zip(prompts, completion_ids)
+        ]
+        width = max(len(r) for r in rows)
+        tc = max((len(c) for c in completion_ids), default=0)
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        comp = torch.full((len(rows), tc), pad, dtype=torch.long)
+        cmask = torch.zeros((len(rows), tc), dtype=torch.bool)
+        for i, (row, c) in enumerate(zip(rows, completion_ids)):
+            ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+            mask[i, : len(row)] = 1
+            comp[i, : len(c)] = torch.tensor(list(c), dtype=torch.long)
+            cmask[i, : len(c)] = True
+        inputs = {
+            "input_ids": ids,
+            "attention_mask": mask,
+            **self.token_type_fields(ids),
+            **self.collate_mm(prompts),
+        }
+        lengths = torch.tensor([len(p) for p in prompts], dtype=torch.long)
+        return TrainingBatch(
+            inputs=inputs, completion_mask=cmask, completion_ids=comp, prompt_lengths=lengths
+        )
+
+    # ------------------------------------------------------------------ logprobs
+    def completion_logprobs(
+        self,
+        model: PreTrainedModel,
+        prompts: Sequence[PromptInputs],
+        completion_ids: Sequence[Sequence[int]],
+        *,
+        temperature: float = 1.0,
+        micro_batch_size: int = 8,
+        with_entropy: bool = False,
+    ) -> CompletionLogprobs:
+        """Logprobs of each completion token under ``softmax(logits / temperature)``, in micro-batches.
+
+        Differentiable (the trainer backprops through it); wrap in ``torch.no_grad()`` for old/ref logprobs.
+        Only the logit rows that predict completion tokens go through the LM head (memory: vocab × Tc).
+        """
+        import torch
+
+        if temperature <= 0:
+            raise ValueError("temperature must be > 0 (greedy decoding scores at temperature 1)")
+        tc = max((len(c) for c in completion_ids), default=0)
+        device = next(model.parameters()).device
+        lp_parts, ent_parts, sc_parts, mask_parts = [], [], [], []
+        for start in range(0, len(prompts), max(1, micro_batch_size)):
+            p_chunk = prompts[start : start + micro_batch_size]
+            c_chunk = completion_ids[start : start + micro_batch_size]
+            batch = self.training_batch(p_chunk, c_chunk)
+            lp, ent, sc = self._chunk_logprobs(model, batch, temperature, with_entropy, device)
+            pad_to = tc - lp.shape[1]
+            lp_parts.append(torch.nn.functional.pad(lp, (0, pad_to)))
+            mask_parts.append(torch.nn.functional.pad(batch.completion_mask, (0, pad_to)).to(device))
+            if with_entropy:
+                ent_parts.append(torch.nn.functional.pad(ent, (0, pad_to)))
+                sc_parts.append(torch.nn.functional.pad(sc, (0, pad_to)))
+        return CompletionLogprobs(
+            logprobs=torch.cat(lp_parts),
+            mask=torch.cat(mask_parts),
+            entropy=torch.cat(ent_parts) if with_entropy else None,
+            self_certainty=torch.cat(sc_parts) if with_entropy else None,
+        )
+
+    def _chunk_logprobs(
+        self, model: Any, batch: TrainingBatch, temperature: float, with_entropy: bool, device: Any
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        import torch
+
+        tc = batch.completion_ids.shape[1]
+        inputs = {k: v.to(device) for k, v in batch.inputs.items()}
+        if "pixel_values" in inputs and inputs["pixel_values"].is_floating_point():
+            inputs["pixel_values"] = inputs["pixel_values"].to(self.torch_dtype)
+        mask = batch.completion_mask.to(device)
+        if tc == 0:
+            empty = torch.zeros((mask.shape[0], 0), device=device)
+            return empty, (empty if with_entropy else None), (empty if with_entropy else None)
+        # Row i's completion token t is predicted at position prompt_len_i - 1 + t: only positions lo..hi-1 go
+        # through the LM head (memory: vocab × ~Tc, not vocab × sequence). Masked slots are clamped into range.
+        lo = int(batch.prompt_lengths.min()) - 1
+        hi = inputs["input_ids"].shape[1] - 1  # the last token of the longest row predicts nothing
+        keep = torch.arange(lo, hi, device=device)
+        logits = model(**inputs, logits_to_keep=keep, use_cache=False).logits  # [B, hi-lo, V]
+        steps = torch.arange(tc, device=device)[None, :]
+        offsets = ((batch.prompt_lengths.to(device) - 1 - lo)[:, None] + steps).clamp(max=hi - lo - 1)
+        logits = torch.gather(logits, 1, offsets[:, :, None].expand(-1, -1, logits.shape[-1]))
+        logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
+        targets = batch.completion_ids.to(device)
+        logprobs = torch.gather(logp_all, -1, targets[:, :, None]).squeeze(-1).masked_fill(~mask, 0.0)
+        entropy = certainty = None
+        if with_entropy:
+            entropy = -(logp_all.exp() * logp_all).sum(-1).masked_fill(~mask, 0.0)
+            # logsumexp(x) - mean_v x == -mean_v log_softmax(x) for x = logits / temperature
+            certainty = (-logp_all.mean(-1)).masked_fill(~mask, 0.0)
+        return logprobs, entropy, certainty
+
+    def contain_rollout_logprobs(
+        self, rollout_logprobs: torch.Tensor, trainer_logprobs: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Guard the importance ratio against non-finite rollout logprobs.
+
+        Returns ``(logprobs, replaced)``: where a masked-in rollout logprob is NaN/inf it is replaced by the
+        trainer's value (ratio 1, so the token trains on-policy) and ``replaced`` marks it for logging. Families
+        with ``contain_nonfinite_rollout_logprobs = False`` raise instead: there a NaN is a bug to surface.
+        """
+        import torch
+
+        bad = ~torch.isfinite(rollout_logprobs) & mask.bool()
+        if bool(bad.any()) and not self.contain_nonfinite_rollout_logprobs:
+            raise RuntimeError(
+                f"adapter {self.name}: {int(bad.sum())} non-finite rollout logprobs (rollout engine bug?)"
+            )
+        fixed = torch.where(bad, trainer_logprobs.detach().to(rollout_logprobs.dtype), rollout_logprobs)
+        return fixed.masked_fill(~mask.bool(), 0.0), bad
