@@ -18,6 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+import torch.distributed
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
 from corl_vl.config import REPORT_TO
 from corl_vl.errors import CorlError
 from corl_vl.train.checkpoint import save_checkpoint
@@ -110,8 +114,6 @@ class ProgressBar(Callback):
         self._task: Any = None
 
     def on_fit_start(self, run: TrainingRun) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
         self._progress = Progress(
             TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
             TextColumn("{task.fields[info]}"),
@@ -176,9 +178,6 @@ class StallDetection(Callback):
     def stop_reason(self) -> str | None:
         reason = self.monitor.stop_reason
         if self.dist is not None:
-            import torch
-            import torch.distributed
-
             flag = torch.tensor([1.0 if reason else 0.0])
             torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
             if flag.item() and reason is None:
