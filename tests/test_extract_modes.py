@@ -32,6 +32,9 @@ LENIENT = [
     ("Then the area is $\\frac{3}{4}$ of the square", None, "\\frac{3}{4}"),
     ("So the share is $\\boxed{25\\%}$.", None, "25\\%"),
     ("the result of the computation is 1,234 dollars", None, "1,234"),
+    ("So the answer is \\(\\frac{1}{2}\\).", None, "\\frac{1}{2}"),
+    ("Looking at the bars again, I think it's C.", ABCD, "C"),
+    ("So the number of cats is eight.", None, "8"),
     ("-5", None, "-5"),
 ]
 
@@ -84,7 +87,7 @@ def test_strict_extraction_is_the_marker_order(response: str) -> None:
 def test_strict_is_the_default_and_ignores_unmarked_prose() -> None:
     assert inspect.signature(extract_answer).parameters["mode"].default == "strict"
     prose = [
-        r for r, _, _ in LENIENT if not r.startswith(("So the share", "**", "-5"))
+        r for r, _, _ in LENIENT if not r.startswith(("So the share", "So the answer", "**", "-5"))
     ]  # boxed, bold marker, bare
     for response in prose:
         assert extract_answer(response, ABCD if "option" in response or "答案:" in response else None) is None

@@ -35,6 +35,40 @@ _SENTENCE = re.compile(r"(?<=[.!?。])\s+(?=\S)|\n+")
 # Where the stated value starts in a conclusion: after the last "is/are/=/equals/be/of/:" of the sentence.
 _STATING = re.compile(r"\b(?:is|are|was|were|equals?|be|of|gives?|get)\b|[=:≈]|\\approx", re.IGNORECASE)
 MAX_SENTENCE_CHARS = 400
+_DELIMITED = re.compile(r"^\\[(\[]\s*(.*?)\s*\\[)\]]$", re.DOTALL)
+# "I think it's C." / "so I choose (B)": a closing sentence that ends on an option letter.
+_ENDS_ON_LETTER = re.compile(
+    r"(?:\bis|\bbe|'s|\bchoose|\bpick|\bselect|\bgo with)\s+\(?([A-Z])\)?\s*[.!]?\s*$", re.IGNORECASE
+)
+_NUMBER_WORDS = {
+    w: str(i)
+    for i, w in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
+    )
+}
+_NUMBER_WORD = re.compile(rf"\b({'|'.join(_NUMBER_WORDS)})\b", re.IGNORECASE)
 #: Returned by a step that found a hedge ("(B) 13 and (C) 26"): the response has no answer, stop looking.
 NO_ANSWER = "\x00no answer"
 _MATH_SPAN = re.compile(r"\s*(?:approximately\s+|about\s+)?(?:\$([^$]{1,200})\$|\\\((.{1,200}?)\\\))")
@@ -84,7 +118,7 @@ def marker(text: str) -> str | None:
     found = _until_sentence_end(rest)
     if found is None:
         return None
-    found = found.strip().strip(",;").strip()
+    found = _DELIMITED.sub(r"\1", found.strip().strip(",;").strip())  # "\(\frac{1}{2}\)" → "\frac{1}{2}"
     return found or None
 
 
@@ -98,6 +132,9 @@ def option_phrase(text: str, options: Options | None) -> str | None:
     that sentence names several options ("the correct answers are (B) 13 and (C) 26")."""
     if options is None:
         return None
+    ending = _ENDS_ON_LETTER.search(text[-MAX_SENTENCE_CHARS:])
+    if ending is not None and ending.group(1).isupper() and letter_of(ending.group(1), options) is not None:
+        return ending.group(1)
     for pattern in (_OPTION_PHRASE, _PAREN_LETTER):
         for m in reversed(list(pattern.finditer(text))):
             letter = letter_of(m.group(1), options)
@@ -138,6 +175,9 @@ def stated_value(text: str, options: Options | None) -> str | None:
                 return NO_ANSWER  # a hedge between options states no answer
         numbers = list(_NUMBER.finditer(sentence))
         if not numbers:
+            word = _NUMBER_WORD.search(sentence, _last_stating(sentence))  # "the number of cats is eight."
+            if word is not None:
+                return _NUMBER_WORDS[word.group(1).lower()]
             continue
         found: str | None = None
         cut = None
@@ -151,6 +191,14 @@ def stated_value(text: str, options: Options | None) -> str | None:
         after = [n for n in numbers if cut is not None and n.start() >= cut]
         return (after[0] if after else numbers[-1]).group(0)
     return None
+
+
+def _last_stating(sentence: str) -> int:
+    """Where the stated value starts: after the sentence's last "is / = / equals / :"; the end if none."""
+    cut = len(sentence)
+    for m in _STATING.finditer(sentence):
+        cut = m.end()
+    return cut
 
 
 def _names(sentence: str, value: str) -> bool:

@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from corl_vl.answers.normalize import parse_number
 from corl_vl.data.problem import Problem
 from corl_vl.eval.benchmarks.mathvista import METADATA_KEYS
 from corl_vl.eval.scoring.base import Scorer
@@ -68,7 +69,8 @@ def _to_float(text: str) -> float | None:
     match = _NUMBER.match(s)  # a number followed by a unit word
     if match and (match.end() == len(s) or s[match.end()].isspace()):
         return float(match.group(0))
-    return None
+    number = parse_number(s)  # \\frac{1}{2}, 3/4: what the GPT extractor would write as 0.5, 0.75
+    return float(number.value) if number is not None else None
 
 
 def _to_list(text: str) -> str | None:
