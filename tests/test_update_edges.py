@@ -30,9 +30,10 @@ def _cfg(**train):
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def rolled():
-    """A real agent (tiny Qwen2 text model) and the prompts/completions of one real rollout."""
+    """A real agent (tiny Qwen2 text model) and the prompts/completions of one real rollout (per test: tests
+    update the agent)."""
     cfg = _cfg(lr=1e-2)
     adapter = create_adapter("tiny-qwen2.5")
     view = [to_text_problem(p) for p in generate_problems(2, seed=4)]
