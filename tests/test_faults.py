@@ -367,6 +367,7 @@ def test_data_errors_are_found_before_models_load(tmp_path, monkeypatch, problem
     assert not out.exists()  # no config.yaml, tensorboard/ or empty metrics left behind
 
 
+@pytest.mark.timeout(1800)  # the first run builds the demo's two warm-started bases (cached for later runs)
 def test_demo_config_trains(tmp_path, capsys):
     """configs/demo.yaml (the README's first training run) starts from warm-started bases, so within two
     steps the agents get peer labels, train on them, and their weights move."""

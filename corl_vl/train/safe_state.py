@@ -30,27 +30,44 @@ _MARKERS = ("$tensor", "$tuple", "$items", "$ndarray")
 UNSAFE_FLAG = "--allow-unsafe-checkpoint"
 
 
-def _encode(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
-    if isinstance(obj, torch.Tensor):
-        key = f"t{len(tensors)}"
-        # safetensors refuses views that share storage; a contiguous copy on CPU is always accepted
-        tensors[key] = obj.detach().to("cpu").contiguous().clone()
-        return {"$tensor": key}
-    if isinstance(obj, np.ndarray):
-        return {"$ndarray": obj.tolist(), "dtype": str(obj.dtype)}
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    if isinstance(obj, tuple):
-        return {"$tuple": [_encode(v, tensors) for v in obj]}
-    if isinstance(obj, list):
-        return [_encode(v, tensors) for v in obj]
-    if isinstance(obj, dict):
-        if all(isinstance(k, str) and k not in _MARKERS for k in obj):
-            return {k: _encode(v, tensors) for k, v in obj.items()}
-        return {"$items": [[_encode(k, tensors), _encode(v, tensors)] for k, v in obj.items()]}
-    raise TypeError(f"cannot store {type(obj).__name__} in a checkpoint (only tensors and plain data)")
+class _Encoder:
+    """Walks a state, moving every tensor into ``tensors`` and returning the JSON skeleton."""
+
+    def __init__(self) -> None:
+        self.tensors: dict[str, torch.Tensor] = {}
+        self._storages: set[int] = set()
+
+    def __call__(self, obj: Any) -> Any:
+        if isinstance(obj, torch.Tensor):
+            key = f"t{len(self.tensors)}"
+            self.tensors[key] = self._standalone(obj)
+            return {"$tensor": key}
+        if isinstance(obj, np.ndarray):
+            return {"$ndarray": obj.tolist(), "dtype": str(obj.dtype)}
+        if isinstance(obj, np.generic):
+            return obj.item()
+        if obj is None or isinstance(obj, (bool, int, float, str)):
+            return obj
+        if isinstance(obj, tuple):
+            return {"$tuple": [self(v) for v in obj]}
+        if isinstance(obj, list):
+            return [self(v) for v in obj]
+        if isinstance(obj, dict):
+            if all(isinstance(k, str) and k not in _MARKERS for k in obj):
+                return {k: self(v) for k, v in obj.items()}
+            return {"$items": [[self(k), self(v)] for k, v in obj.items()]}
+        raise TypeError(f"cannot store {type(obj).__name__} in a checkpoint (only tensors and plain data)")
+
+    def _standalone(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` on CPU as safetensors accepts it: contiguous, owning its whole storage, sharing it with no
+        other entry. Copies only when needed (optimizer state at real scale is tens of GB)."""
+        t = tensor.detach().to("cpu")
+        whole = t.is_contiguous() and t.storage_offset() == 0 and t.untyped_storage().nbytes() == t.nbytes
+        ptr = t.untyped_storage().data_ptr()
+        if whole and ptr not in self._storages:
+            self._storages.add(ptr)
+            return t
+        return t.contiguous().clone()
 
 
 def _decode(obj: Any, tensors: dict[str, torch.Tensor], where: str) -> Any:
@@ -82,9 +99,9 @@ def save_state(state: Any, folder: str | Path, name: str) -> None:
     from safetensors.torch import save_file
 
     folder = Path(folder)
-    tensors: dict[str, torch.Tensor] = {}
-    skeleton = _encode(state, tensors)
-    save_file(tensors, str(folder / f"{name}.safetensors"))
+    encode = _Encoder()
+    skeleton = encode(state)
+    save_file(encode.tensors, str(folder / f"{name}.safetensors"))
     (folder / f"{name}.json").write_text(json.dumps(skeleton), encoding="utf-8")
 
 
@@ -119,7 +136,9 @@ def check_pickle_globals(path: str | Path, allowed: frozenset[str] = frozenset()
     try:
         named = torch.serialization.get_unsafe_globals_in_checkpoint(path)
     except Exception as err:  # not a torch checkpoint at all (truncated, another format)
-        raise CorlError(f"{path}: not a readable torch checkpoint file ({type(err).__name__}: {err})") from None
+        raise CorlError(
+            f"{path}: not a readable torch checkpoint file ({type(err).__name__}: {err})"
+        ) from None
     unknown = sorted(set(named) - allowed)
     if unknown:
         raise CorlError(
