@@ -343,3 +343,16 @@ def test_real_mathvision_records(fixtures_dir: Path) -> None:
     ]
     for pid, response, expected in cases:
         assert grade_record({**rows[pid], "response": response}).correct is expected, (pid, response)
+
+
+def test_plain_words_compare_as_words_without_math_verify(monkeypatch):
+    """Closed-vocabulary word answers (colours, positions) are equal only as the same words, and never reach
+    math-verify (which reads "left top" as the product of symbols equal to "top left")."""
+    from corl_vl.answers import mathverify_pool
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("math-verify asked about plain words")
+
+    monkeypatch.setattr(mathverify_pool, "check", refuse)
+    assert equivalent("top left", "Top  Left") and equivalent("purple", "PURPLE")
+    assert not equivalent("top left", "left top") and not equivalent("red", "orange")

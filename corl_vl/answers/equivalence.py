@@ -58,10 +58,18 @@ def _safe_for_sympy(s: str) -> bool:
     return len(s) <= MAX_VERIFY_CHARS and _max_depth(s) <= MAX_BRACE_DEPTH and _RISKY.search(s) is None
 
 
+# Plain words ("red", "top left"): every token 3+ letters. Compared as words, case-insensitively: math-verify
+# would read them as products of symbols ("left top" = "top left") and costs a worker round-trip per new pair.
+_PLAIN_WORDS = re.compile(r"[A-Za-z]{3,}(?: [A-Za-z]{3,})*")
+
+
 def _free_equivalent(gold: str, pred: str, precision: int | None, timeout: float) -> bool:
     verdict = fast_equal(gold, pred, precision)
     if verdict is not None:
         return verdict
+    g, p = " ".join(gold.split()), " ".join(pred.split())
+    if _PLAIN_WORDS.fullmatch(g) and _PLAIN_WORDS.fullmatch(p):
+        return g.lower() == p.lower()
     if not (_safe_for_sympy(gold) and _safe_for_sympy(pred)):
         return False
     verdict = mathverify_pool.check(gold, pred, timeout)
