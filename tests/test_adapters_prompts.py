@@ -157,9 +157,13 @@ def test_rollout_logprob_containment(adapters):
     fixed, replaced = adapters["tiny-gemma3"].contain_rollout_logprobs(rollout, trainer, mask)
     assert torch.equal(fixed, torch.tensor([[-0.5, -0.9, -1.0], [-2.0, -0.2, 0.0]]))
     assert replaced.tolist() == [[False, True, False], [True, False, False]]
-    # families without containment surface the bug instead of training on it
+    # every family contains by default (a missing vLLM logprob arrives as NaN); one that opts out raises
+    fixed, _ = adapters["tiny-qwen2.5-vl"].contain_rollout_logprobs(rollout, trainer, mask)
+    assert torch.isfinite(fixed).all()
+    strict = create_adapter("tiny-qwen2.5-vl")
+    strict.contain_nonfinite_rollout_logprobs = False
     with pytest.raises(RuntimeError, match="2 non-finite rollout logprobs"):
-        adapters["tiny-qwen2.5-vl"].contain_rollout_logprobs(rollout, trainer, mask)
+        strict.contain_rollout_logprobs(rollout, trainer, mask)
     clean = torch.tensor([[-0.5, -0.1]])
     out, replaced = adapters["tiny-qwen2.5"].contain_rollout_logprobs(
         clean, clean * 2, torch.ones(1, 2, dtype=bool)
