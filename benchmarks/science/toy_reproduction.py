@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-seeds", type=int, nargs="+", default=[0, 1], help="warm-start seeds")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--steps", type=int, help="override cohort train.max_steps")
+    parser.add_argument("--heldout", type=int, help="override heldout.per_skill (test problems per skill)")
+    parser.add_argument("--every", type=int, help="override heldout.every (evaluate every N steps)")
     parser.add_argument(
         "--text-view", action="store_true", help="ablation: the pictures described in words (no pixels)"
     )
@@ -70,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     exp = load_experiment(args.config)
     if args.text_view:
         exp.warm_start["text_view"] = True
+    if args.heldout:
+        exp.heldout["per_skill"] = args.heldout
+    if args.every is not None:
+        exp.heldout["every"] = args.every
     bases_records: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
 
