@@ -233,17 +233,16 @@ def torchrun_zero3(
                 "--config", str(config), "--no-progress"]  # fmt: skip
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         seconds = []
-        for extra in (["--max-steps", str(steps)], ["--max-steps", str(steps + 1), "--resume"]):
+        # the resume extends the run by one step: an accepted change of train.max_steps
+        resume = ["--max-steps", str(steps + 1), "--resume", "--allow-config-change", "train.max_steps"]
+        for extra in (["--max-steps", str(steps)], resume):
             t0 = time.perf_counter()
             proc = subprocess.run(base + extra, env=env, capture_output=True, text=True, timeout=timeout)
             seconds.append(time.perf_counter() - t0)
             if proc.returncode != 0:
-                return {
-                    "models": models,
-                    "backend": backend,
-                    "ok": False,
-                    "error": (proc.stderr or proc.stdout)[-2000:],
-                }
+                said = [line for line in proc.stderr.splitlines() if "error:" in line]  # the CLI's own line
+                error = said[0] if said else (proc.stderr or proc.stdout)[-2000:]
+                return {"models": models, "backend": backend, "ok": False, "error": error}
         records = read_metrics(f"{tmp}/run")
     steps_seen = {name: [r["step"] for r in rows] for name, rows in records.items()}
     ok = all(s == list(range(steps + 1)) for s in steps_seen.values()) and len(steps_seen) == len(models)
