@@ -101,6 +101,8 @@ class GrpoConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 512
+    # no stop token before this many new tokens (every engine); benchmarks force a fixed length with it
+    min_new_tokens: int = 0
     micro_batch_size: int = 8  # completions per forward/backward on the trainer
 
 
@@ -134,6 +136,12 @@ class TrainConfig:
         "hard"  # co_rl: hard (1 if = label) | soft (weighted share of peer votes for the answer)
     )
     gradient_checkpointing: bool = False
+    # log the policy's entropy over every completion: one extra no-grad forward per agent and step (RENT and
+    # Intuitor run that pass anyway, and then it is always logged)
+    log_entropy: bool = False
+    # run the agents' rollouts, then their updates, in concurrent threads (one process; results identical to
+    # one after another); measured in benchmarks/perf/README.md
+    parallel_agents: bool = False
     plot: bool = True  # PNG curves at the end of the run
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | none
     stall_steps: int = (
@@ -290,6 +298,11 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
             "grpo.k",
             f"must be ≥ 2 with grpo.advantage={cfg.grpo.advantage}: rewards are centred within each problem's "
             f"{cfg.grpo.k} completion(s), so a single completion always gets advantage 0 and nothing trains",
+        )
+    if not 0 <= cfg.grpo.min_new_tokens <= cfg.grpo.max_new_tokens:
+        raise bad(
+            "grpo.min_new_tokens",
+            f"must be in [0, grpo.max_new_tokens={cfg.grpo.max_new_tokens}], got {cfg.grpo.min_new_tokens}",
         )
     if cfg.grpo.temperature <= 0:
         raise bad("grpo.temperature", f"must be > 0, got {cfg.grpo.temperature}")

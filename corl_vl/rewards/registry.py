@@ -44,7 +44,8 @@ class RewardInputs:
     local: list[str]  # the agents this process trains
     answers: Mapping[str, Answers]
     problems: Mapping[str, Any]  # base problems by id: choices, gold answer, meta
-    scored: Mapping[str, Any] = field(default_factory=dict)  # local agent → no-grad CompletionLogprobs
+    # local agent → no-grad CompletionLogprobs; filled only for a reward registered with uses_scores=True
+    scored: Mapping[str, Any] = field(default_factory=dict)
     adapters: Mapping[str, str] = field(default_factory=dict)  # local agent → adapter name (for errors)
     state: Any = None  # the reward's own state across steps (see RewardSpec.make_state)
 
@@ -61,6 +62,9 @@ class RewardSpec:
     paired_views: bool = False  # each agent also samples its rephrased view (twin groups, co_rewarding.py)
     make_state: Callable[[Any, Any, list[str]], Any] | None = None  # (cfg, topology, names) → state
     help: str = ""
+    # reads ``RewardInputs.scored`` (token-level: entropy, self-certainty): the cohort then runs the no-grad
+    # scoring pass before rewards; without it that pass is skipped (the update takes the gradient pass's)
+    uses_scores: bool = False
 
 
 REWARDS: dict[str, RewardSpec] = {}
@@ -73,13 +77,16 @@ def register_reward(
     paired_views: bool = False,
     make_state: Callable[[Any, Any, list[str]], Any] | None = None,
     help: str = "",
+    uses_scores: bool = False,
 ) -> Callable[[Callable[[RewardInputs], StepRewards]], Callable[[RewardInputs], StepRewards]]:
     """Decorator: add a step reward to :data:`REWARDS` under ``name``."""
 
     def add(function: Callable[[RewardInputs], StepRewards]) -> Callable[[RewardInputs], StepRewards]:
         if name in REWARDS:
             raise CorlError(f"reward '{name}' is registered twice")
-        REWARDS[name] = RewardSpec(function, uses_peers, paired_views, make_state, help)
+        REWARDS[name] = RewardSpec(
+            function, uses_peers, paired_views, make_state, help, uses_scores=uses_scores
+        )
         return function
 
     return add
@@ -158,7 +165,7 @@ def _per_sequence(inputs: RewardInputs, values: Mapping[str, Any]) -> Rewards:
     }
 
 
-@register_reward("intuitor", help="Intuitor: rewarded by its own mean self-certainty")
+@register_reward("intuitor", uses_scores=True, help="Intuitor: rewarded by its own mean self-certainty")
 def intuitor(inputs: RewardInputs) -> StepRewards:
     temperature = inputs.cfg.grpo.temperature or 1.0
     values = {}
@@ -174,7 +181,9 @@ def intuitor(inputs: RewardInputs) -> StepRewards:
     return StepRewards(_per_sequence(inputs, values), {})
 
 
-@register_reward("rent", help="RENT: rewarded by low entropy of its own token distributions")
+@register_reward(
+    "rent", uses_scores=True, help="RENT: rewarded by low entropy of its own token distributions"
+)
 def rent(inputs: RewardInputs) -> StepRewards:
     values = {
         name: rent_rewards(inputs.scored[name].entropy, inputs.scored[name].mask) for name in inputs.local

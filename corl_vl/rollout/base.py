@@ -73,8 +73,12 @@ class RolloutEngine(Protocol):
         max_new_tokens: int,
         seed: int,
         prompts: Sequence[PromptInputs] | None = None,
+        min_new_tokens: int = 0,
     ) -> list[Rollout]:
         """K completions per problem, in the problems' order. ``temperature == 0`` means greedy.
+
+        ``min_new_tokens``: no stop token is sampled before that many new tokens (benchmarks force a fixed
+        length with it); the trainer passes it only when it is set, so an engine may omit the keyword.
 
         ``prompts`` (the adapter's encodings of ``problems``): when given, an engine generates from exactly
         these token ids and images and renders nothing itself — the trainer scores the same ids (render once).

@@ -5,13 +5,15 @@ processors (HF's defaults and the checkpoint's ``generation_config`` — e.g. a 
 ``repetition_penalty`` — are switched off), and a last processor records each step's log-softmax only until
 the next step reveals which token was sampled. Memory stays O(rows × vocab) instead of O(steps × rows × vocab).
 
-Determinism: sampling draws from the global torch RNG inside ``torch.random.fork_rng``, seeded per call, so a
-rollout depends only on (weights, prompts, seed) and the caller's RNG stream is left untouched.
+Determinism: the last processor draws each token from a ``torch.Generator`` seeded per call and ``generate``
+then picks it greedily, so a rollout depends only on (weights, prompts, seed), the global RNG is never touched
+and agents may generate in concurrent threads (``train.parallel_agents``) with the same results.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -50,6 +52,20 @@ class _LogprobRecorder(LogitsProcessor):
         return torch.stack(self.steps[: generated.shape[1]], dim=1).cpu()
 
 
+class _SeededSampler(LogitsProcessor):
+    """Samples the next token from ``softmax(scores)`` with its own generator and leaves only that token
+    possible: ``generate`` runs greedy, so no draw comes from the global RNG (which threads would share)."""
+
+    def __init__(self, generator: torch.Generator) -> None:
+        self.generator = generator
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        probs = torch.softmax(scores.float(), dim=-1)
+        tokens = torch.multinomial(probs, 1, generator=self.generator)
+        chosen = torch.full_like(scores, -math.inf)
+        return chosen.scatter_(-1, tokens, 0.0)
+
+
 @contextlib.contextmanager
 def _neutral_generation_config(model: Any, stop_ids: list[int], pad_id: int) -> Iterator[None]:
     """Hide the checkpoint's generation defaults (top_k, repetition penalty …) for the duration of a call."""
@@ -68,6 +84,8 @@ class HFEngine:
     to copy; give it a separate inference copy (another device or dtype) and sync copies the weights over.
     """
 
+    thread_safe = True  # agents may generate concurrently (train.parallel_agents): no global RNG or state
+
     def __init__(self, adapter: Any, model: Any, *, batch_size: int = 16) -> None:
         self.adapter = adapter
         self.model = model
@@ -83,6 +101,7 @@ class HFEngine:
         max_new_tokens: int,
         seed: int,
         prompts: Sequence[Any] | None = None,
+        min_new_tokens: int = 0,
     ) -> list[Rollout]:
         if prompts is None:
             prompts = [self.adapter.encode_prompt(p) for p in problems]
@@ -95,6 +114,7 @@ class HFEngine:
                 temperature=temperature,
                 top_p=top_p,
                 max_new_tokens=max_new_tokens,
+                min_new_tokens=min_new_tokens,
                 seed=seed + chunk_index,
             )
         return [
@@ -104,7 +124,14 @@ class HFEngine:
 
     @torch.no_grad()
     def _generate_rows(
-        self, rows: Sequence[Any], *, temperature: float, top_p: float, max_new_tokens: int, seed: int
+        self,
+        rows: Sequence[Any],
+        *,
+        temperature: float,
+        top_p: float,
+        max_new_tokens: int,
+        min_new_tokens: int = 0,
+        seed: int,
     ) -> list[Completion]:
         model = self.model
         device = next(model.parameters()).device
@@ -119,18 +146,19 @@ class HFEngine:
             processors.append(TopPLogitsWarper(top_p))
         recorder = _LogprobRecorder()
         processors.append(recorder)
+        if not greedy:
+            processors.append(_SeededSampler(torch.Generator(device).manual_seed(seed)))
         stop_ids = self.adapter.stop_token_ids
         pad_id = self.adapter.pad_token_id
         was_training = model.training
         model.eval()
-        devices = [device] if device.type == "cuda" else []
         try:
-            with _neutral_generation_config(model, stop_ids, pad_id), torch.random.fork_rng(devices=devices):
-                torch.manual_seed(seed)
+            with _neutral_generation_config(model, stop_ids, pad_id):
                 out = model.generate(
                     **batch,
-                    **({} if greedy else {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}),
+                    do_sample=False,
                     max_new_tokens=max_new_tokens,
+                    min_new_tokens=min_new_tokens or None,
                     logits_processor=LogitsProcessorList(processors),
                     eos_token_id=stop_ids,
                     pad_token_id=pad_id,

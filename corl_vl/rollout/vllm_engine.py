@@ -173,6 +173,7 @@ class VLLMEngine:
         max_new_tokens: int,
         seed: int,
         prompts: Sequence[Any] | None = None,
+        min_new_tokens: int = 0,
     ) -> list[Rollout]:
         from vllm import SamplingParams
 
@@ -187,6 +188,7 @@ class VLLMEngine:
                 top_p=top_p if temperature > 0 else 1.0,
                 top_k=0 if temperature > 0 else -1,
                 max_tokens=max_new_tokens,
+                min_tokens=min_new_tokens,
                 logprobs=0,
                 seed=request_seed,
                 stop_token_ids=stop_ids,

@@ -5,8 +5,11 @@ state with its peers; the cohort (:mod:`corl_vl.train.cohort`) only hands it pro
 never learns which model family it drives: everything family-specific goes through its adapter.
 
 The update (one optimizer step per cohort step):
-1. a no-grad pass over every completion gives the trainer's "old" logprobs (and entropies, and the frozen
-   reference's logprobs when β > 0);
+1. the trainer's "old" logprobs come from a no-grad pass over every completion only when something reads it (a
+   token-level reward such as RENT or Intuitor, or ``train.log_entropy``); otherwise they are the gradient
+   pass's own logprobs, detached, as in TRL with one update per batch (same loss and gradient, one forward
+   less). The frozen reference's logprobs come from a no-grad pass when β > 0. An agent whose advantages are
+   all 0 (β = 0) runs no forward at all;
 2. token-level importance weights ρ = exp(old − rollout), truncated at the cap, correct for rollout/trainer
    numerics (applied when a cap is set — by the config or the adapter's family default — always logged);
    non-finite rollout logprobs are contained by the adapter and counted;
@@ -21,6 +24,7 @@ process with plain torch, or a DeepSpeed ZeRO-2/3 engine over the agent's rank g
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +39,16 @@ from corl_vl.rollout import Rollout, RolloutEngine, create_engine
 from corl_vl.train.backends import TorchBackend, TrainingBackend
 from corl_vl.train.grpo import LossSpec, Normalizer, importance_weights, masked_mean, policy_loss
 from model_adapters.registry import create_adapter
+
+_log = logging.getLogger(__name__)
+
+
+def _length_mask(completions: Sequence[Sequence[int]]) -> torch.Tensor:
+    """``[B, T]`` 1.0 on each completion's tokens (the adapter's completion mask, without a forward)."""
+    mask = torch.zeros(len(completions), max((len(c) for c in completions), default=0))
+    for i, ids in enumerate(completions):
+        mask[i, : len(ids)] = 1.0
+    return mask
 
 
 @dataclass
@@ -110,7 +124,9 @@ class Agent:
         adapter: Any = None,
     ) -> Agent:
         if adapter is None:
-            adapter = create_adapter(agent_cfg.model, adapter=agent_cfg.adapter, **agent_cfg.adapter_options())
+            adapter = create_adapter(
+                agent_cfg.model, adapter=agent_cfg.adapter, **agent_cfg.adapter_options()
+            )
         model = adapter.load_model(device=device)
         if cfg.train.gradient_checkpointing:
             model.gradient_checkpointing_enable()
@@ -148,10 +164,12 @@ class Agent:
         prompts = [self.adapter.encode_prompt(p) for p in problems]
         grpo = self.cfg.grpo
         engine = self.prepare_engine()
+        # passed only when set, so an engine written before the option needs no new keyword
+        extra = {"min_new_tokens": grpo.min_new_tokens} if grpo.min_new_tokens else {}
         with self.backend.inference_weights():
             rollouts = engine.generate(
                 problems, k=grpo.k, temperature=grpo.temperature, top_p=grpo.top_p,
-                max_new_tokens=grpo.max_new_tokens, seed=seed, prompts=prompts,
+                max_new_tokens=grpo.max_new_tokens, seed=seed, prompts=prompts, **extra,
             )  # fmt: skip
         got = [r.problem_id for r in rollouts]
         if got != list(ids):
@@ -178,37 +196,42 @@ class Agent:
             )  # fmt: skip
 
     def update(self, batch: Batch, old: Any = None) -> dict[str, float]:
-        """One optimizer step on ``batch``; ``old`` = :meth:`score` output if the caller already has it."""
+        """One optimizer step on ``batch``.
+
+        ``old``: :meth:`score` output when the caller ran the no-grad pass (a token-level reward or the entropy
+        metric reads it). Without it the "old" logprobs are the gradient pass's own, detached, as TRL does with
+        one update per batch: the same loss value and gradient (the ratio is 1 either way) for one forward less.
+        """
         grpo = self.cfg.grpo
         device = next(self.model.parameters()).device
-        old = old if old is not None else self.score(batch.prompts, batch.completions)
-        mask = old.mask.to(torch.float32)
-        metrics: dict[str, float] = (
-            {"entropy": masked_mean(old.entropy, mask)} if old.entropy is not None else {}
-        )
-        reference_logprobs = None
-        if self.loss_spec.beta > 0:
-            reference_logprobs = self.score(batch.prompts, batch.completions, model=self.ref_model).logprobs
-        rollout_logprobs = batch.rollout_logprobs.to(device)
-        if self.importance_ratio_cap is None:  # ratios only logged: a non-finite one is counted, never fatal
-            replaced = ~torch.isfinite(rollout_logprobs) & old.mask.bool()
-        else:
-            rollout_logprobs, replaced = self.adapter.contain_rollout_logprobs(
-                rollout_logprobs, old.logprobs, old.mask
-            )
-        weights = importance_weights(old.logprobs, rollout_logprobs, mask, cap=self.importance_ratio_cap)
-        rho = weights.rho if self.importance_ratio_cap is not None else None
-        metrics.update(weights.metrics)
-        metrics["is/nonfinite_tokens"] = float(replaced.sum())
         advantages = batch.advantages.to(device)
+        mask = (old.mask if old is not None else _length_mask(batch.completions)).to(device, torch.float32)
+        metrics: dict[str, float] = {}
+        if old is not None and old.entropy is not None:
+            metrics["entropy"] = masked_mean(old.entropy, mask)
         # an empty completion (cut at an image placeholder) has no token to carry a gradient: never trained
         rows = [
             i for i in range(len(batch.prompts))
             if batch.completions[i] and (self.loss_spec.beta > 0 or advantages[i] != 0)
         ]  # fmt: skip
+        reference_logprobs = None
+        if self.loss_spec.beta > 0:
+            reference_logprobs = self.score(batch.prompts, batch.completions, model=self.ref_model).logprobs
+        rollout_logprobs = batch.rollout_logprobs.to(device)
         micro_batch_size = grpo.micro_batch_size
         micro_batches = -(-len(rows) // micro_batch_size)
         plan = self.backend.plan(Normalizer.of(mask), micro_batches, len(rows))
+        if plan.group_rows == 0:  # nothing trains anywhere in the agent's group: no forward at all
+            _log.info("agent %s: every advantage is 0 this step; update skipped (no forward)", self.name)
+
+        # the trainer's logprobs (the no-grad pass's, or filled in per micro-batch from the gradient pass) and
+        # the rollout's, made safe for the ratio where non-finite (``replaced`` marks those tokens)
+        if old is not None:
+            trainer_logprobs = old.logprobs
+            contained, replaced = self._contained(rollout_logprobs, trainer_logprobs, mask)
+        else:
+            trainer_logprobs = torch.zeros_like(mask)
+            contained, replaced = rollout_logprobs.clone(), torch.zeros_like(mask, dtype=torch.bool)
 
         self.model.train()
         self.backend.zero_grad()
@@ -222,11 +245,24 @@ class Agent:
             )  # fmt: skip
             width = current.logprobs.shape[1]
             selected = torch.tensor(index, device=device)
+            if old is None:
+                trainer_logprobs[selected, :width] = current.logprobs.detach()
+                contained[selected, :width], replaced[selected, :width] = self._contained(
+                    rollout_logprobs[selected, :width], current.logprobs.detach(), mask[selected, :width]
+                )
+            old_part = trainer_logprobs[selected, :width]
+            rho = None
+            if self.importance_ratio_cap is not None:
+                rho = importance_weights(
+                    old_part,
+                    contained[selected, :width],
+                    mask[selected, :width],
+                    cap=self.importance_ratio_cap,
+                ).rho
             loss, part_metrics = policy_loss(
-                current.logprobs, old.logprobs[selected, :width], advantages[selected],
-                mask[selected, :width], self.loss_spec,
+                current.logprobs, old_part, advantages[selected], mask[selected, :width], self.loss_spec,
                 ref_logprobs=None if reference_logprobs is None else reference_logprobs[selected, :width],
-                rho=None if rho is None else rho[selected, :width], normalizer=plan.normalizer,
+                rho=rho, normalizer=plan.normalizer,
             )  # fmt: skip
             self.backend.backward(loss)
             loss_total += float(loss.detach())
@@ -234,13 +270,31 @@ class Agent:
         metrics["lr"] = self.backend.optimizer.param_groups[0]["lr"]
         grad_norm = self.backend.step(plan, zero_loss=lambda: self._zero_loss(batch))
 
+        # importance-ratio statistics over the completions the trainer scored (all of them, or the trained rows)
+        scored_rows = list(range(len(batch.prompts))) if old is not None else rows
+        if scored_rows:
+            scored = torch.tensor(scored_rows, device=device)
+            weights = importance_weights(
+                trainer_logprobs[scored], contained[scored], mask[scored], cap=self.importance_ratio_cap
+            )
+            metrics.update(weights.metrics)
+        metrics["is/nonfinite_tokens"] = float(replaced.sum())
         metrics.update({"loss": loss_total, "grad_norm": grad_norm, "trained_rows": float(len(rows))})
+        metrics["update/skipped"] = float(plan.group_rows == 0)
         total = sum(w for w, _ in parts)
         for key in ("clip/frac", "clip/low_frac", "clip/high_frac", "kl"):
             values = [(w, m[key]) for w, m in parts if key in m]
             if values:
                 metrics[key] = sum(w * v for w, v in values) / max(total, 1.0)
         return metrics
+
+    def _contained(
+        self, rollout_logprobs: torch.Tensor, trainer_logprobs: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rollout logprobs safe for the ratio, and where a non-finite one was replaced (see the adapter)."""
+        if self.importance_ratio_cap is None:  # ratios only logged: a non-finite one is counted, never fatal
+            return rollout_logprobs, ~torch.isfinite(rollout_logprobs) & mask.bool()
+        return self.adapter.contain_rollout_logprobs(rollout_logprobs, trainer_logprobs, mask)
 
     def _zero_loss(self, batch: Batch) -> torch.Tensor:
         """A loss of exactly 0 through a real forward (a backward pass that contributes no gradient)."""

@@ -37,6 +37,7 @@ from corl_vl.train.agent import Agent, Batch
 from corl_vl.train.backends import launch_backend
 from corl_vl.train.distributed import DistContext
 from corl_vl.train.grpo import group_advantages
+from corl_vl.train.parallel import AgentPhases
 
 SYNTHETIC_DEFAULT_N = 256
 
@@ -184,6 +185,12 @@ class Cohort:
         # the reward's state across steps (Co-RL: reliability of each supervisor, train/supervision.py)
         make_state = self.reward.make_state
         self.supervision: Any = make_state(cfg, self.topology, self.names) if make_state else None
+        # train.parallel_agents: phases of the agents in concurrent threads (one process holding them all);
+        # rollouts only where every engine is thread-safe (vLLM keeps process-wide forward state)
+        parallel = cfg.train.parallel_agents and dist is None
+        self.phases = AgentPhases(len(agents), parallel=parallel)
+        safe = all(getattr(agent.engine, "thread_safe", False) for agent in agents)
+        self.rollout_phases = self.phases if safe else AgentPhases(len(agents), parallel=False)
         self.step_index = 0
         self.last: list[AgentStep] = []  # this process's agents' step data
         self.last_answers: dict[str, dict[str, list[str | None]]] = {}  # every agent's answers, all ids
@@ -230,9 +237,11 @@ class Cohort:
 
         t0 = time.perf_counter()
         steps: list[AgentStep] = []
-        for i, agent in zip(self.indices, self.agents):
-            seed = rollout_seed(cfg.train.seed, self.step_index, i)
-            prompts, rollouts = agent.rollout(mine, seed=seed)
+        rolled = self.rollout_phases.map(
+            lambda job: job[1].rollout(mine, seed=rollout_seed(cfg.train.seed, self.step_index, job[0])),
+            list(zip(self.indices, self.agents)),
+        )
+        for agent, (prompts, rollouts) in zip(self.agents, rolled):
             answers = {  # read against the agent's own options, stated against the base problem's
                 r.problem_id: [self._base_answer(agent, r.problem_id, c.text) for c in r.completions]
                 for r in rollouts
@@ -243,27 +252,33 @@ class Cohort:
         times["time/rollout"] = time.perf_counter() - t0 - deferred_sync
 
         t0 = time.perf_counter()
-        for agent, st in zip(self.agents, steps):
+        for agent in self.agents:
             agent.release_engine()
-            st.scored = agent.score(*self._rows(st))
+        # the no-grad pass over every completion runs only for what reads it; else the update takes the
+        # gradient pass's logprobs (Agent.update)
+        if self.reward.uses_scores or cfg.train.log_entropy:
+            jobs = list(zip(self.agents, steps))
+            for st, scored in zip(
+                steps, self.phases.map(lambda job: job[0].score(*self._rows(job[1])), jobs)
+            ):
+                st.scored = scored
         local = {agent.name: st.answers for agent, st in zip(self.agents, steps)}
         self.last_answers = local if self.dist is None else self.dist.exchange(ids, local, self.names)
         self._rewards(ids, mine, steps)
         times["time/reward"] = time.perf_counter() - t0
 
         metrics: dict[str, dict[str, float]] = {}
-        t_update = t_sync = 0.0
-        for agent, st in zip(self.agents, steps):
-            t0 = time.perf_counter()
-            rewards = torch.tensor([st.rewards[pid] for pid in mine], dtype=torch.float64)
-            adv = group_advantages(rewards, scale=cfg.grpo.advantage).reshape(-1).to(torch.float32)
-            prompts, completions = self._rows(st)
-            batch = Batch(prompts, completions, self._rollout_logprobs(st), adv)
-            m = agent.update(batch, old=st.scored)
-            t_update += time.perf_counter() - t0
-            agent.sync()  # into the engine now if it is awake, else on its next wake
-            t_sync += agent.take_sync_seconds()
-            m.update(self._step_metrics(mine, st, rewards))
+        t0 = time.perf_counter()
+        rewards = [torch.tensor([st.rewards[pid] for pid in mine], dtype=torch.float64) for st in steps]
+        updated = self.phases.map(self._update_one, list(zip(self.agents, steps, rewards)))
+        wall = time.perf_counter() - t0
+        t_update, t_sync = sum(u[1] for u in updated), sum(u[2] for u in updated)
+        if (
+            self.phases.parallel
+        ):  # the phase's wall time, split between update and sync as the agents spent it
+            t_update, t_sync = (wall * t / max(t_update + t_sync, 1e-12) for t in (t_update, t_sync))
+        for agent, st, r, (m, _, _) in zip(self.agents, steps, rewards, updated):
+            m.update(self._step_metrics(mine, st, r))
             if self.supervision is not None:
                 m.update(self.supervision.metrics.get(agent.name, {}))
             metrics[agent.name] = m
@@ -273,6 +288,19 @@ class Cohort:
         self.step_index += 1
         self.last = steps
         return metrics
+
+    def _update_one(
+        self, job: tuple[Agent, AgentStep, torch.Tensor]
+    ) -> tuple[dict[str, float], float, float]:
+        """One agent's update and weight sync: ``(metrics, update seconds, sync seconds)``."""
+        agent, st, rewards = job
+        t0 = time.perf_counter()
+        adv = group_advantages(rewards, scale=self.cfg.grpo.advantage).reshape(-1).to(torch.float32)
+        prompts, completions = self._rows(st)
+        m = agent.update(Batch(prompts, completions, self._rollout_logprobs(st), adv), old=st.scored)
+        t_update = time.perf_counter() - t0
+        agent.sync()  # into the engine now if it is awake, else on its next wake
+        return m, t_update, agent.take_sync_seconds()
 
     def _base_answer(self, agent: Agent, pid: str, text: str) -> str | None:
         view_choices = agent.view[pid].choices

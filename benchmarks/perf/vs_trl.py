@@ -1,0 +1,391 @@
+"""corl-vl cohort steps side by side with TRL's ``GRPOTrainer`` (one agent) on the same tiny models.
+
+Why: a user choosing corl-vl over forking TRL asks what a cohort step costs against TRL's step. Both arms run
+the same tiny random models (tiny Qwen2.5 text, tiny Qwen2.5-VL), the same synthetic problems rendered by the
+same chat template, the same batch (problems × K completions of exactly ``--tokens`` new tokens, forced in both
+with ``min_new_tokens``), fp32, β = 0, one optimizer step per step, HF ``generate`` rollouts, one forward per
+gradient pass (micro-batch = the whole batch in both).
+
+Rewards: random models never write an answer, so both arms read one forced answer per completion from its
+token ids (``crc32(ids) % 3``, real sampled ids, controlled text): TRL and corl-vl N = 1 reward the group
+majority (TTRL), corl-vl N ≥ 2 runs Co-RL (mutual for 2, ring for 3) — every arm has labels and non-zero
+advantages, so every arm does its full update.
+
+Each arm is a process of its own (its peak RSS is its own); the arms are interleaved step by step (the order
+rotates every round) so load changes on a shared machine hit every arm alike; medians over the measured
+rounds and per-round paired ratios against TRL are reported.
+
+    pip install -e ".[perf]"   # TRL, not part of the default set-up
+    python benchmarks/perf/vs_trl.py [--families text,vl] [--agents 1,2,3] [--parallel both] [--steps 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+FAMILIES = {"text": "tiny-qwen2.5", "vl": "tiny-qwen2.5-vl"}
+PHASES = ("rollout", "reward", "update")
+RESULTS = Path(__file__).parent / "results" / "vs_trl.json"
+
+
+def forced_answer(ids: list[int]) -> str:
+    """The answer a completion 'states': a fixed function of its sampled token ids (same in both arms)."""
+    return str(zlib.crc32(bytes(str(list(ids)), "ascii")) % 3)
+
+
+def majority_rewards(answers: list[str], k: int) -> list[float]:
+    """TTRL on consecutive groups of K: 1 where the answer is its group's most common one."""
+    out = []
+    for g in range(0, len(answers), k):
+        group = answers[g : g + k]
+        top = Counter(group).most_common(1)[0][0]
+        out += [float(a == top) for a in group]
+    return out
+
+
+def peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def problems(family: str, n: int) -> list[Any]:
+    from corl_vl.data.synth import generate_problems, to_text_problem
+
+    base = generate_problems(n, seed=0, split="train")
+    return base if family == "vl" else [to_text_problem(p) for p in base]
+
+
+# ------------------------------------------------------------------------------------------------ corl-vl arm
+class ForcedAnswers:
+    """The agent's real HF engine; each completion's text becomes its forced answer (the ids stay sampled)."""
+
+    thread_safe = True
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def generate(self, problems: Any, **kwargs: Any) -> Any:
+        rollouts = self.engine.generate(problems, **kwargs)
+        for r in rollouts:
+            for c in r.completions:
+                c.text = f"The answer is \\boxed{{{forced_answer(c.ids)}}}"
+        return rollouts
+
+    def sync_weights(self, model: Any) -> None:
+        self.engine.sync_weights(model)
+
+    def sleep(self) -> None:
+        self.engine.sleep()
+
+    def wake(self) -> None:
+        self.engine.wake()
+
+
+def corl_arm(family: str, n: int, parallel: bool, args: argparse.Namespace) -> Any:
+    """A cohort of ``n`` agents of the family; returns a function running one step → its phase times."""
+    from corl_vl.config import config_from_dict
+    from corl_vl.train.cohort import Cohort
+
+    batch = args.problems * args.k
+    raw = {
+        "agents": [{"name": f"a{i}", "model": FAMILIES[family]} for i in range(n)],
+        "topology": {"kind": "mutual" if n == 2 else "ring"},
+        "data": {"train": "synthetic", "limit": args.pool, "problems_per_step": args.problems},
+        "grpo": {"k": args.k, "max_new_tokens": args.tokens, "min_new_tokens": args.tokens,
+                 "micro_batch_size": batch, "beta": 0.0},
+        "rollout": {"engine": "hf", "batch_size": batch},
+        "train": {"reward": "co_rl" if n > 1 else "ttrl", "lr": 1e-6, "max_steps": 1000, "warmup_ratio": 0,
+                  "parallel_agents": parallel, "plot": False, "output_dir": tempfile.mkdtemp(prefix="vs-trl-")},
+    }  # fmt: skip
+    cohort = Cohort.from_config(config_from_dict(raw, source="benchmarks/perf/vs_trl.py"))
+    for agent in cohort.agents:
+        agent.engine = ForcedAnswers(agent.engine)
+
+    def step() -> dict[str, Any]:
+        t0 = time.perf_counter()
+        metrics = cohort.step()
+        total = time.perf_counter() - t0
+        m = metrics["a0"]
+        lengths = [(ms["length/min"], ms["length/max"]) for ms in metrics.values()]
+        return {
+            "total": total,
+            "rollout": m["time/rollout"],
+            "reward": m["time/reward"],
+            "update": m["time/update"] + m["time/sync"],
+            "length_min": min(lo for lo, _ in lengths),
+            "length_max": max(hi for _, hi in lengths),
+            "trained_rows": sum(ms["trained_rows"] for ms in metrics.values()),
+            "peak_rss_mb": peak_rss_mb(),
+        }
+
+    return step
+
+
+# ------------------------------------------------------------------------------------------------ TRL arm
+def trl_arm(family: str, args: argparse.Namespace, proto: Any) -> None:
+    """TRL's GRPOTrainer on the same model folder and problems; steps when the driver says so (a callback
+    blocks at each step's start), so the arms interleave. Never returns."""
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from model_adapters.registry import create_adapter
+    from model_adapters.tiny import ensure_tiny
+
+    adapter = create_adapter(FAMILIES[family])
+    rows = []
+    for p in problems(family, args.pool):
+        if family == "vl":  # corl-vl's messages; TRL puts the "image" column into the image part
+            images = [adapter.prepare_image(im) for im in p.images]
+            messages = adapter.build_messages(p, images)
+            for message in messages:
+                message["content"] = [
+                    {k: v for k, v in part.items() if k != "image"} for part in message["content"]
+                ]
+            rows.append({"prompt": messages, "image": images[0]})
+        else:  # the very string corl-vl renders: same prompt token ids
+            rows.append({"prompt": adapter.render_prompt(p)[0]})
+
+    def reward(prompts: Any, completions: Any, completion_ids: Any, **_: Any) -> list[float]:
+        return majority_rewards([forced_answer(ids) for ids in completion_ids], args.k)
+
+    batch = args.problems * args.k
+    config = GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="vs-trl-"), per_device_train_batch_size=batch,
+        gradient_accumulation_steps=1, num_generations=args.k, steps_per_generation=1, num_iterations=1,
+        max_completion_length=args.tokens, generation_kwargs={"min_new_tokens": args.tokens}, beta=0.0,
+        learning_rate=1e-6, temperature=1.0, top_p=1.0, max_steps=10_000, logging_steps=1, report_to="none",
+        save_strategy="no", use_cpu=True, bf16=False, fp16=False, disable_tqdm=True, seed=0,
+        remove_unused_columns=False, dataloader_num_workers=0,
+    )  # fmt: skip
+    trainer = GRPOTrainer(
+        model=str(ensure_tiny(FAMILIES[family])), reward_funcs=reward, args=config,
+        train_dataset=Dataset.from_list(rows),
+    )  # fmt: skip
+    spent = {"generate": 0.0, "score": 0.0}
+
+    def timed(name: str, fn: Any) -> Any:
+        def wrapper(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] += time.perf_counter() - t0
+
+        return wrapper
+
+    trainer._generate = timed("generate", trainer._generate)
+    trainer._generate_and_score_completions = timed("score", trainer._generate_and_score_completions)
+
+    class Driven(TrainerCallback):
+        t0 = 0.0
+
+        def on_train_begin(self, *a: Any, **k: Any) -> None:
+            _reply(proto, {"ready": True, "peak_rss_mb": peak_rss_mb()})
+
+        def on_step_begin(self, *a: Any, **k: Any) -> None:
+            if sys.stdin.readline().strip() != "step":
+                proto.flush()
+                os._exit(0)
+            spent.update(generate=0.0, score=0.0)
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, *a: Any, **k: Any) -> None:
+            total = time.perf_counter() - self.t0
+            logged = trainer._metrics["train"]
+            _reply(proto, {
+                "total": total, "rollout": spent["generate"], "reward": spent["score"] - spent["generate"],
+                "update": total - spent["score"],
+                "length_min": logged.get("completions/min_length", [float("nan")])[-1],
+                "length_max": logged.get("completions/max_length", [float("nan")])[-1],
+                "trained_rows": float(batch), "peak_rss_mb": peak_rss_mb(),
+            })  # fmt: skip
+
+    trainer.add_callback(Driven())
+    trainer.train()
+
+
+# ------------------------------------------------------------------------------------------------ processes
+def _reply(proto: Any, data: dict[str, Any]) -> None:
+    proto.write(json.dumps(data) + "\n")
+    proto.flush()
+
+
+def worker(arm: str, args: argparse.Namespace) -> None:
+    """``arm`` = ``family:trl`` or ``family:corl:N:seq|par``; talks JSON lines on the original stdout."""
+    import torch
+
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # libraries' prints go to stderr, the protocol stays clean
+    torch.set_num_threads(args.threads)
+    from corl_vl.paths import configure_cache_env
+
+    configure_cache_env()
+    family, kind, *rest = arm.split(":")
+    if kind == "trl":
+        trl_arm(family, args, proto)
+        return
+    step = corl_arm(family, int(rest[0]), rest[1] == "par", args)
+    _reply(proto, {"ready": True, "peak_rss_mb": peak_rss_mb()})
+    for line in sys.stdin:
+        if line.strip() != "step":
+            break
+        _reply(proto, step())
+
+
+def arm_names(family: str, args: argparse.Namespace) -> list[str]:
+    modes = {"both": ["seq", "par"], "true": ["par"], "false": ["seq"]}[args.parallel]
+    names = [f"{family}:trl"]
+    for n in [int(x) for x in args.agents.split(",")]:
+        names += [f"{family}:corl:{n}:{m}" for m in (modes if n > 1 else ["seq"])]
+    return names
+
+
+def run_family(family: str, args: argparse.Namespace) -> dict[str, Any]:
+    arms = arm_names(family, args)
+    common = ["--threads", str(args.threads), "--k", str(args.k), "--problems", str(args.problems),
+              "--tokens", str(args.tokens), "--pool", str(args.pool)]  # fmt: skip
+    procs = {}
+    for arm in arms:  # built one at a time: build times do not overlap
+        procs[arm] = subprocess.Popen(
+            [sys.executable, __file__, "--_worker", arm, *common], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": str(args.threads)},
+        )  # fmt: skip
+        ready = _read(procs[arm], arm)
+        print(f"[{arm}] ready, rss {ready['peak_rss_mb']:.0f} MB", file=sys.stderr, flush=True)
+    samples: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
+    for r in range(args.warmup + args.steps):
+        order = arms[r % len(arms) :] + arms[: r % len(arms)]  # rotate: no arm always runs first
+        for arm in order:
+            procs[arm].stdin.write("step\n")
+            procs[arm].stdin.flush()
+            sample = _read(procs[arm], arm)
+            sample["round"] = r
+            if r >= args.warmup:
+                samples[arm].append(sample)
+        print(f"[{family}] round {r + 1}/{args.warmup + args.steps}", file=sys.stderr, flush=True)
+    for proc in procs.values():
+        proc.stdin.write("quit\n")
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    return summarise(family, arms, samples)
+
+
+def _read(proc: subprocess.Popen, arm: str) -> dict[str, Any]:
+    line = proc.stdout.readline()
+    if not line:
+        raise SystemExit(f"{arm}: the worker exited (exit code {proc.wait()}); see its stderr above")
+    return json.loads(line)
+
+
+def summarise(family: str, arms: list[str], samples: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    trl = samples[f"{family}:trl"]
+    rows = []
+    base_seq = None
+    for arm in arms:
+        got = samples[arm]
+        n = 1 if arm.endswith(":trl") else int(arm.split(":")[2])
+        med = {k: statistics.median(s[k] for s in got) for k in ("total", *PHASES)}
+        paired = [s["total"] / t["total"] for s, t in zip(got, trl)]
+        row = {
+            "arm": arm, "agents": n, "median_s": med, "paired_ratio_vs_trl": statistics.median(paired),
+            "per_agent_ratio_vs_trl": statistics.median(paired) / n,
+            "peak_rss_mb": max(s["peak_rss_mb"] for s in got),
+            "completion_length": [min(s["length_min"] for s in got), max(s["length_max"] for s in got)],
+            "trained_rows": statistics.median(s["trained_rows"] for s in got), "samples": got,
+        }  # fmt: skip
+        if arm == f"{family}:corl:1:seq":
+            base_seq = got
+        rows.append(row)
+    for row in rows:  # time(N)/N/time(1), paired per round against corl-vl N = 1
+        if base_seq is not None and ":corl:" in row["arm"]:
+            ratios = [s["total"] / row["agents"] / b["total"] for s, b in zip(row["samples"], base_seq)]
+            row["scaling_vs_n1"] = statistics.median(ratios)
+    return {"family": family, "rows": rows}
+
+
+def print_table(results: list[dict[str, Any]]) -> str:
+    header = ["family", "arm", "step s", "rollout s", "reward s", "update s", "× TRL", "per agent × TRL",
+              "t(N)/N/t(1)", "peak RSS MB", "tokens"]  # fmt: skip
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for fam in results:
+        for r in fam["rows"]:
+            m = r["median_s"]
+            scaling = r.get("scaling_vs_n1")
+            lo, hi = r["completion_length"]
+            cells = [fam["family"], r["arm"].split(":", 1)[1], f"{m['total']:.2f}", f"{m['rollout']:.2f}",
+                     f"{m['reward']:.2f}", f"{m['update']:.2f}", f"{r['paired_ratio_vs_trl']:.2f}",
+                     f"{r['per_agent_ratio_vs_trl']:.2f}", "" if scaling is None else f"{scaling:.2f}",
+                     f"{r['peak_rss_mb']:.0f}", f"{lo:.0f}–{hi:.0f}"]  # fmt: skip
+            lines.append("| " + " | ".join(cells) + " |")
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
+def load_average() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--families", default="text,vl", help="comma-separated: text, vl")
+    parser.add_argument("--agents", default="1,2,3", help="corl-vl cohort sizes")
+    parser.add_argument("--parallel", default="both", choices=("both", "true", "false"),
+                        help="train.parallel_agents of the N ≥ 2 arms (both: one arm each)")  # fmt: skip
+    parser.add_argument("--steps", type=int, default=7, help="measured rounds (default 7)")
+    parser.add_argument("--warmup", type=int, default=2, help="warm-up rounds excluded (default 2)")
+    parser.add_argument("--k", type=int, default=8, help="completions per problem (default 8)")
+    parser.add_argument("--problems", type=int, default=4, help="problems per step (default 4)")
+    parser.add_argument(
+        "--tokens", type=int, default=32, help="new tokens per completion, forced (default 32)"
+    )
+    parser.add_argument("--pool", type=int, default=64, help="synthetic problems to draw from (default 64)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads per process")
+    parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS})")
+    parser.add_argument("--_worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args._worker:
+        worker(args._worker, args)
+        return 0
+    if importlib.util.find_spec("trl") is None:
+        parser.error('TRL is not installed: pip install -e ".[perf]" (the optional perf extra)')
+    before = load_average()
+    results = []
+    for family in [f.strip() for f in args.families.split(",") if f.strip()]:
+        results.append(run_family(family, args))
+        write_record(args, argv, results, before)  # after every family: a long run keeps what it measured
+    print(f"load before: {before}\nload after:  {load_average()}\nwrote {args.out}")
+    return 0
+
+
+def write_record(args: argparse.Namespace, argv: list[str] | None, results: list[Any], before: str) -> None:
+    import trl
+
+    record = {
+        "command": "python benchmarks/perf/vs_trl.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "settings": {k: v for k, v in vars(args).items() if k not in ("_worker", "out")},
+        "trl_version": trl.__version__, "load_before": before, "load_after": load_average(),
+        "table": print_table(results), "results": results,
+    }  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=2))
+    tmp.replace(args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
