@@ -46,7 +46,7 @@ def _register_synth(actions: argparse._SubParsersAction) -> None:
     parser.add_argument("--test-n", type=int, help="number of test problems (default N // 4)")
     parser.add_argument(
         "--skills",
-        help="comma-separated skills (default: the five visual-math skills; shape_color, shape_sides on request)",
+        help="comma-separated skills (default: the five visual-math skills; the extra shape and pixel skills, e.g. figure_color, on request)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     parser.set_defaults(func=run_synth)
