@@ -1,9 +1,7 @@
-"""Faults a user meets: crafted or old checkpoints, no hub, full / read-only / forbidden disks, Ctrl-C and
-SIGTERM, resuming with other settings, configs that would train nothing, duplicate response ids, bad JSON.
+"""Faults a user meets, one test per row of the fault probe in docs/reliability.md (each failed before its fix).
 
-Each test is one row of the fault probe in docs/reliability.md; each failed before that fix. The signal tests
-run the real CLI in a subprocess; disks are a real tmpfs where this machine allows mounting one, else patched
-writers (tests/faulty_disk.py).
+Signal tests run the real CLI in a subprocess; disks are a real tmpfs where this machine can mount one, else
+patched writers (tests/faulty_disk.py).
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -28,13 +27,12 @@ from test_cohort import TINY, TINY_COHORT
 
 from corl_vl.cli import main
 from corl_vl.cli.train import train
-from corl_vl.config import load_config
+from corl_vl.config import apply_overrides, load_config
 from corl_vl.errors import CorlError
 from corl_vl.io import read_jsonl
 from corl_vl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
-MARKER_CODE = "import pathlib; pathlib.Path({path!r}).write_text('pwned')"
 
 
 class Evil:
@@ -44,7 +42,7 @@ class Evil:
         self.marker = marker
 
     def __reduce__(self):
-        return (exec, (MARKER_CODE.format(path=str(self.marker)),))
+        return (exec, (f"import pathlib; pathlib.Path({str(self.marker)!r}).write_text('pwned')",))
 
 
 @pytest.fixture(scope="module")
@@ -58,19 +56,11 @@ def trained_run(tmp_path_factory) -> Path:
 
 
 def _copy(run: Path, tmp_path: Path) -> Path:
-    out = tmp_path / "run"
-    shutil.copytree(run, out, symlinks=True)
-    return out
+    return Path(shutil.copytree(run, tmp_path / "run", symlinks=True))
 
 
 def _resume_config(run: Path, *overrides: str):
-    cfg = _config(run)
-    cfg.train.max_steps = 1
-    for item in overrides:
-        key, value = item.split("=")
-        section, name = key.split(".")
-        setattr(getattr(cfg, section), name, type(getattr(getattr(cfg, section), name))(value))
-    return cfg
+    return apply_overrides(_config(run), ["train.max_steps=1", *overrides])
 
 
 # ------------------------------------------------------------------------------------------ checkpoints
@@ -93,27 +83,15 @@ def test_crafted_pickle_in_distributed_checkpoint_runs_nothing(tmp_path):
     from corl_vl.train import checkpoint
 
     marker = tmp_path / "pwned"
-    loaded = []
-
-    class Backend:
-        def load(self, folder):
-            loaded.append(folder)
-
-    class Agent:
-        name, backend = "a", Backend()
-
-    class Dist:
-        world_size, rank = 2, 0
-
-    class FakeCohort:
-        dist, names, agents = Dist(), ["a"], [Agent()]
-
+    loaded: list[Path] = []  # what DeepSpeed would have been asked to load
+    agent = SimpleNamespace(name="a", backend=SimpleNamespace(load=loaded.append))
+    cohort = SimpleNamespace(dist=SimpleNamespace(world_size=2, rank=0), names=["a"], agents=[agent])
     ckpt = tmp_path / "step-000001"
     (ckpt / "a" / "deepspeed" / "state").mkdir(parents=True)
     (ckpt / "meta.json").write_text(json.dumps({"step": 1, "agents": ["a"], "world_size": 2}))
     torch.save({"module": Evil(marker)}, ckpt / "a" / "deepspeed" / "state" / "mp_rank_00_model_states.pt")
     with pytest.raises(CorlError, match="could run code"):
-        load_checkpoint(ckpt, FakeCohort())
+        load_checkpoint(ckpt, cohort)
     assert not marker.exists() and not loaded
     # the per-rank RNG state of an old checkpoint goes through the same restricted loader
     (ckpt / "rng").mkdir()
@@ -148,21 +126,17 @@ def test_checkpoint_holds_no_pickle_and_files_share_one_mode(trained_run):
     ckpt = latest_checkpoint(trained_run)
     files = [p for p in ckpt.rglob("*") if p.is_file()]
     assert not [p for p in files if p.suffix in (".pt", ".pkl", ".bin")]
-    assert {p.stat().st_mode & 0o777 for p in files} == {0o666 & ~_umask()}
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    umask = os.umask(0)
+    os.umask(umask)
+    assert {p.stat().st_mode & 0o777 for p in files} == {0o666 & ~umask}
 
 
 def _help(command: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "corl_vl", command, "--help"], capture_output=True, text=True)
-    return out.stdout
+    return subprocess.run(
+        [sys.executable, "-m", "corl_vl", command, "--help"], capture_output=True, text=True
+    ).stdout
 
 
-# ---------------------------------------------------------------------------------------------- the hub
 @pytest.mark.parametrize("how", ["HF_HUB_OFFLINE", "unreachable"])
 def test_hub_model_offline_fails_fast_with_the_fix(tmp_path, how):
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
@@ -421,4 +395,6 @@ def test_resume_accepts_settings_a_newer_version_added(trained_run, tmp_path):
     (run / "config.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
     train(_resume_config(run), resume=True, progress=False, build=_builder())
     (entry,) = yaml.safe_load((run / "config.yaml").read_text())["history"]
-    assert set(entry["changed"]) == {"train.output_dir"}  # the copied run's folder; the missing keys are defaults
+    assert set(entry["changed"]) == {
+        "train.output_dir"
+    }  # the copied run's folder; the missing keys are defaults
