@@ -153,7 +153,8 @@ def test_two_process_zero2_cohort_matches_the_single_process_run(tmp_path):
         assert a.keys() == b.keys() and max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-5
     ckpt = dist_out / "run" / "checkpoints" / "step-000002"
     assert json.loads((ckpt / "meta.json").read_text())["world_size"] == 2
-    assert (ckpt / "rng" / "rank-1.pt").exists() and (ckpt / "llama" / "deepspeed" / "state").is_dir()
+    assert (ckpt / "rng" / "rank-1.json").exists() and (ckpt / "rng" / "rank-1.safetensors").exists()
+    assert (ckpt / "llama" / "deepspeed" / "state").is_dir()
 
 
 @pytest.mark.distributed
