@@ -69,11 +69,11 @@ class LogprobScoring:
             for p, c in zip(prompts, completion_ids)
         ]
         width = max(len(r) for r in rows)
-        tc = max((len(c) for c in completion_ids), default=0)
+        completion_width = max((len(c) for c in completion_ids), default=0)
         ids = torch.full((len(rows), width), pad, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
-        comp = torch.full((len(rows), tc), pad, dtype=torch.long)
-        cmask = torch.zeros((len(rows), tc), dtype=torch.bool)
+        comp = torch.full((len(rows), completion_width), pad, dtype=torch.long)
+        cmask = torch.zeros((len(rows), completion_width), dtype=torch.bool)
         for i, (row, c) in enumerate(zip(rows, completion_ids)):
             ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
             mask[i, : len(row)] = 1
@@ -110,7 +110,7 @@ class LogprobScoring:
 
         if temperature <= 0:
             raise ValueError("temperature must be > 0 (greedy decoding scores at temperature 1)")
-        tc = max((len(c) for c in completion_ids), default=0)
+        completion_width = max((len(c) for c in completion_ids), default=0)
         device = next(model.parameters()).device
         lp_parts, ent_parts, sc_parts, mask_parts = [], [], [], []
         for start in range(0, len(prompts), max(1, micro_batch_size)):
@@ -118,7 +118,7 @@ class LogprobScoring:
             c_chunk = completion_ids[start : start + micro_batch_size]
             batch = self.training_batch(p_chunk, c_chunk)
             lp, ent, sc = self._chunk_logprobs(model, batch, temperature, with_entropy, device)
-            pad_to = tc - lp.shape[1]
+            pad_to = completion_width - lp.shape[1]
             lp_parts.append(torch.nn.functional.pad(lp, (0, pad_to)))
             mask_parts.append(torch.nn.functional.pad(batch.completion_mask, (0, pad_to)).to(device))
             if with_entropy:
@@ -136,12 +136,12 @@ class LogprobScoring:
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         import torch
 
-        tc = batch.completion_ids.shape[1]
+        completion_width = batch.completion_ids.shape[1]
         inputs = {k: v.to(device) for k, v in batch.inputs.items()}
         if "pixel_values" in inputs and inputs["pixel_values"].is_floating_point():
             inputs["pixel_values"] = inputs["pixel_values"].to(self.torch_dtype)
         mask = batch.completion_mask.to(device)
-        if tc == 0:
+        if completion_width == 0:
             empty = torch.zeros((mask.shape[0], 0), device=device)
             return empty, (empty if with_entropy else None), (empty if with_entropy else None)
         # Row i's completion token t is predicted at position prompt_len_i - 1 + t: only positions lo..hi-1 go
@@ -150,7 +150,7 @@ class LogprobScoring:
         hi = inputs["input_ids"].shape[1] - 1  # the last token of the longest row predicts nothing
         keep = torch.arange(lo, hi, device=device)
         logits = model(**inputs, logits_to_keep=keep, use_cache=False).logits  # [B, hi-lo, V]
-        steps = torch.arange(tc, device=device)[None, :]
+        steps = torch.arange(completion_width, device=device)[None, :]
         offsets = ((batch.prompt_lengths.to(device) - 1 - lo)[:, None] + steps).clamp(max=hi - lo - 1)
         logits = torch.gather(logits, 1, offsets[:, :, None].expand(-1, -1, logits.shape[-1]))
         logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)

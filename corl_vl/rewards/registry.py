@@ -127,13 +127,15 @@ def _own_answers(inputs: RewardInputs, name: str) -> dict[str, Sequence[str | No
 
 @register_reward("ttrl", help="TTRL: rewarded by the agent's own majority answer")
 def ttrl(inputs: RewardInputs) -> StepRewards:
-    tp, choices = inputs.cfg.topology, inputs.choices(inputs.mine)
+    topology, choices = inputs.cfg.topology, inputs.choices(inputs.mine)
     rewards: Rewards = {}
     labels: Labels = {}
     for name in inputs.local:
         own = _own_answers(inputs, name)
         labels[name] = {
-            pid: vote(own[pid], choices=choices[pid], tie_policy=tp.ties, min_share=tp.min_share).label
+            pid: vote(
+                own[pid], choices=choices[pid], tie_policy=topology.ties, min_share=topology.min_share
+            ).label
             for pid in inputs.mine
         }
         rewards[name] = match_rewards(own, labels[name], choices)
@@ -197,7 +199,7 @@ def rent(inputs: RewardInputs) -> StepRewards:
 def co_rewarding_i(inputs: RewardInputs) -> StepRewards:
     """Each agent alone: the original view's groups are rewarded by the majority of the rephrased view's
     completions and vice versa (``inputs.mine`` holds the original ids followed by their twins)."""
-    tp = inputs.cfg.topology
+    topology = inputs.cfg.topology
     originals = [pid for pid in inputs.mine if twin_id(pid) in inputs.mine]
     choices = inputs.choices(originals)
     rewards: Rewards = {}
@@ -206,7 +208,7 @@ def co_rewarding_i(inputs: RewardInputs) -> StepRewards:
         answers = inputs.answers[name]
         views = [{pid: answers[pid] for pid in originals}, {pid: answers[twin_id(pid)] for pid in originals}]
         per_view, votes = peer_rewards(
-            views, mutual(), choices=choices, tie_policy=tp.ties, min_share=tp.min_share
+            views, mutual(), choices=choices, tie_policy=topology.ties, min_share=topology.min_share
         )
         rewards[name] = {**per_view[0], **{twin_id(pid): r for pid, r in per_view[1].items()}}
         labels[name] = {pid: votes[0][pid].label for pid in originals}

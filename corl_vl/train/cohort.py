@@ -20,6 +20,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,8 +28,10 @@ import torch
 from corl_vl.answers import extract_answer, vote
 from corl_vl.answers.equivalence import equivalent
 from corl_vl.config import CohortConfig
-from corl_vl.data.paired import answer_in_base_options
+from corl_vl.data.datasets import load_problems
+from corl_vl.data.paired import answer_in_base_options, load_paired_view, verify_paired_views
 from corl_vl.data.problem import Problem
+from corl_vl.data.synth import generate_problems, to_text_problem
 from corl_vl.errors import CorlError
 from corl_vl.rewards.co_rewarding import twins_of, with_twins
 from corl_vl.rewards.registry import RewardInputs, get_reward
@@ -38,6 +41,7 @@ from corl_vl.train.backends import launch_backend
 from corl_vl.train.distributed import DistContext
 from corl_vl.train.grpo import group_advantages
 from corl_vl.train.parallel import AgentPhases
+from model_adapters.registry import create_adapter
 
 SYNTHETIC_DEFAULT_N = 256
 
@@ -45,41 +49,27 @@ SYNTHETIC_DEFAULT_N = 256
 # ------------------------------------------------------------------------------------------------ data
 def load_base_problems(cfg: CohortConfig) -> list[Problem]:
     """The cohort's problems (the original view); their ids are what every agent is asked about."""
-    d = cfg.data
-    if d.train == "synthetic":
-        from corl_vl.data.synth import generate_problems
-
-        return generate_problems(d.limit or SYNTHETIC_DEFAULT_N, seed=d.seed, split=d.split)
-    from pathlib import Path
-
-    from corl_vl.data.datasets import load_problems
-
-    split = d.split if Path(d.train).is_dir() else None
-    return load_problems(d.train, split=split, limit=d.limit)
+    data = cfg.data
+    if data.train == "synthetic":
+        return generate_problems(data.limit or SYNTHETIC_DEFAULT_N, seed=data.seed, split=data.split)
+    split = data.split if Path(data.train).is_dir() else None
+    return load_problems(data.train, split=split, limit=data.limit)
 
 
 def agent_view(
     base: Sequence[Problem], cfg: CohortConfig, data_view: str | None, text_only: bool
 ) -> list[Problem]:
     """An agent's rendering of ``base``: a verified paired file, the text rendering, or the original."""
-    from corl_vl.data.paired import load_paired_view, verify_paired_views
-
-    d = cfg.data
+    data = cfg.data
     if data_view:
-        return load_paired_view(base, data_view, limit=d.limit)
+        return load_paired_view(base, data_view, limit=data.limit)
     if not text_only or not any(p.images for p in base):
         return list(base)
-    if d.train == "synthetic":
-        from corl_vl.data.synth import to_text_problem
-
+    if data.train == "synthetic":
         return [to_text_problem(p) for p in base]
-    from pathlib import Path
-
-    from corl_vl.data.datasets import load_problems
-
-    split = d.split if Path(d.train).is_dir() else None
-    view = load_problems(d.train, split=split, limit=d.limit, text_only=True)
-    verify_paired_views(base, view, source=f"{d.train} (text rendering)")
+    split = data.split if Path(data.train).is_dir() else None
+    view = load_problems(data.train, split=split, limit=data.limit, text_only=True)
+    verify_paired_views(base, view, source=f"{data.train} (text rendering)")
     return view
 
 
@@ -213,14 +203,14 @@ class Cohort:
         agents = []
         indices = [dist.agent_index] if dist is not None else range(len(cfg.agents))
         for index in indices:
-            acfg = cfg.agents[index]
-            from model_adapters.registry import create_adapter
-
-            adapter = create_adapter(acfg.model, adapter=acfg.adapter, **acfg.adapter_options())
-            view = agent_view(base, cfg, acfg.data_view, text_only=not adapter.supports_images)
+            agent_cfg = cfg.agents[index]
+            adapter = create_adapter(
+                agent_cfg.model, adapter=agent_cfg.adapter, **agent_cfg.adapter_options()
+            )
+            view = agent_view(base, cfg, agent_cfg.data_view, text_only=not adapter.supports_images)
             if get_reward(cfg.train.reward).paired_views:  # the original view, plus the rephrase as twins
-                view = paired_views(base, cfg, acfg, text_only=not adapter.supports_images)
-            agents.append(Agent.from_config(acfg, cfg, view, device=device, adapter=adapter))
+                view = paired_views(base, cfg, agent_cfg, text_only=not adapter.supports_images)
+            agents.append(Agent.from_config(agent_cfg, cfg, view, device=device, adapter=adapter))
         for agent in agents:  # a multi-process launch wraps each agent's weights in its distributed backend
             agent.backend = launch_backend(agent.backend, cfg, dist)
         return cls(cfg, agents, base, dist=dist)
@@ -258,18 +248,21 @@ class Cohort:
         # gradient pass's logprobs (Agent.update)
         if self.reward.uses_scores or cfg.train.log_entropy:
             jobs = list(zip(self.agents, steps))
-            for st, scored in zip(
+            for agent_step, scored in zip(
                 steps, self.phases.map(lambda job: job[0].score(*self._rows(job[1])), jobs)
             ):
-                st.scored = scored
-        local = {agent.name: st.answers for agent, st in zip(self.agents, steps)}
+                agent_step.scored = scored
+        local = {agent.name: agent_step.answers for agent, agent_step in zip(self.agents, steps)}
         self.last_answers = local if self.dist is None else self.dist.exchange(ids, local, self.names)
         self._rewards(ids, mine, steps)
         times["time/reward"] = time.perf_counter() - t0
 
         metrics: dict[str, dict[str, float]] = {}
         t0 = time.perf_counter()
-        rewards = [torch.tensor([st.rewards[pid] for pid in mine], dtype=torch.float64) for st in steps]
+        rewards = [
+            torch.tensor([agent_step.rewards[pid] for pid in mine], dtype=torch.float64)
+            for agent_step in steps
+        ]
         updated = self.phases.map(self._update_one, list(zip(self.agents, steps, rewards)))
         wall = time.perf_counter() - t0
         t_update, t_sync = sum(u[1] for u in updated), sum(u[2] for u in updated)
@@ -277,8 +270,8 @@ class Cohort:
             self.phases.parallel
         ):  # the phase's wall time, split between update and sync as the agents spent it
             t_update, t_sync = (wall * t / max(t_update + t_sync, 1e-12) for t in (t_update, t_sync))
-        for agent, st, r, (m, _, _) in zip(self.agents, steps, rewards, updated):
-            m.update(self._step_metrics(mine, st, r))
+        for agent, agent_step, r, (m, _, _) in zip(self.agents, steps, rewards, updated):
+            m.update(self._step_metrics(mine, agent_step, r))
             if self.supervision is not None:
                 m.update(self.supervision.metrics.get(agent.name, {}))
             metrics[agent.name] = m
@@ -293,11 +286,13 @@ class Cohort:
         self, job: tuple[Agent, AgentStep, torch.Tensor]
     ) -> tuple[dict[str, float], float, float]:
         """One agent's update and weight sync: ``(metrics, update seconds, sync seconds)``."""
-        agent, st, rewards = job
+        agent, agent_step, rewards = job
         t0 = time.perf_counter()
         adv = group_advantages(rewards, scale=self.cfg.grpo.advantage).reshape(-1).to(torch.float32)
-        prompts, completions = self._rows(st)
-        m = agent.update(Batch(prompts, completions, self._rollout_logprobs(st), adv), old=st.scored)
+        prompts, completions = self._rows(agent_step)
+        m = agent.update(
+            Batch(prompts, completions, self._rollout_logprobs(agent_step), adv), old=agent_step.scored
+        )
         t_update = time.perf_counter() - t0
         agent.sync()  # into the engine now if it is awake, else on its next wake
         return m, t_update, agent.take_sync_seconds()
@@ -308,14 +303,14 @@ class Cohort:
             extract_answer(text, view_choices), view_choices, self.base[pid].choices
         )
 
-    def _rows(self, st: AgentStep) -> tuple[list[Any], list[list[int]]]:
-        prompts = [p for p, r in zip(st.prompts, st.rollouts) for _ in r.completions]
-        completions = [c.ids for r in st.rollouts for c in r.completions]
+    def _rows(self, agent_step: AgentStep) -> tuple[list[Any], list[list[int]]]:
+        prompts = [p for p, r in zip(agent_step.prompts, agent_step.rollouts) for _ in r.completions]
+        completions = [c.ids for r in agent_step.rollouts for c in r.completions]
         return prompts, completions
 
     @staticmethod
-    def _rollout_logprobs(st: AgentStep) -> torch.Tensor:
-        comps = [c for r in st.rollouts for c in r.completions]
+    def _rollout_logprobs(agent_step: AgentStep) -> torch.Tensor:
+        comps = [c for r in agent_step.rollouts for c in r.completions]
         width = max((len(c.ids) for c in comps), default=0)
         out = torch.zeros(len(comps), width, dtype=torch.float32)
         for i, c in enumerate(comps):
@@ -332,20 +327,20 @@ class Cohort:
         inputs = RewardInputs(
             cfg=self.cfg, ids=ids, mine=mine, names=self.names, local=[a.name for a in self.agents],
             answers=self.last_answers, problems=self.base,
-            scored={agent.name: st.scored for agent, st in zip(self.agents, steps)},
+            scored={agent.name: agent_step.scored for agent, agent_step in zip(self.agents, steps)},
             adapters={agent.name: agent.adapter.name for agent in self.agents}, state=self.supervision,
         )  # fmt: skip
         rewards, labels = self.reward.function(inputs)
         self.last_labels = labels
-        for agent, st in zip(self.agents, steps):
-            st.rewards = rewards[agent.name]
+        for agent, agent_step in zip(self.agents, steps):
+            agent_step.rewards = rewards[agent.name]
             if agent.name in labels:
-                st.labels = {pid: labels[agent.name][pid] for pid in mine}
+                agent_step.labels = {pid: labels[agent.name][pid] for pid in mine}
 
     # ------------------------------------------------------------------------------------------ metrics
-    def _step_metrics(self, ids: list[str], st: AgentStep, rewards: torch.Tensor) -> dict[str, float]:
+    def _step_metrics(self, ids: list[str], agent_step: AgentStep, rewards: torch.Tensor) -> dict[str, float]:
         """Reward, label and completion statistics of one agent's step (monitoring only)."""
-        comps = [c for r in st.rollouts for c in r.completions]
+        comps = [c for r in agent_step.rollouts for c in r.completions]
         lengths = [len(c.ids) for c in comps]
         m: dict[str, float] = {
             "reward/mean": float(rewards.mean()),
@@ -357,26 +352,27 @@ class Cohort:
             "length/min": float(min(lengths)),
             "length/max": float(max(lengths)),
             "length/clipped_frac": sum(c.clipped for c in comps) / len(comps),
-            "answer/parsed_frac": sum(a is not None for pid in ids for a in st.answers[pid]) / len(comps),
+            "answer/parsed_frac": sum(a is not None for pid in ids for a in agent_step.answers[pid])
+            / len(comps),
         }
         gold = {pid: self.base[pid].answer for pid in ids if self.base[pid].answer is not None}
         choices = {pid: self.base[pid].choices for pid in ids}
         if gold:
-            hits = [equivalent(gold[pid], a, choices[pid]) for pid in gold for a in st.answers[pid]]
+            hits = [equivalent(gold[pid], a, choices[pid]) for pid in gold for a in agent_step.answers[pid]]
             m["answer/accuracy"] = sum(hits) / len(hits)
-        if st.labels:
-            labelled = [pid for pid in ids if st.labels.get(pid) is not None]
+        if agent_step.labels:
+            labelled = [pid for pid in ids if agent_step.labels.get(pid) is not None]
             m["label/coverage"] = len(labelled) / len(ids)
             checked = [pid for pid in labelled if pid in gold]
             if checked:  # monitoring only: never used to select checkpoints
                 m["label/accuracy"] = sum(
-                    equivalent(gold[p], st.labels[p], choices[p]) for p in checked
+                    equivalent(gold[p], agent_step.labels[p], choices[p]) for p in checked
                 ) / len(checked)
             agree = []
             for pid in labelled if self.cfg.train.reward == "co_rl" else []:
-                own = vote(st.answers[pid], choices=choices[pid]).label
+                own = vote(agent_step.answers[pid], choices=choices[pid]).label
                 if own is not None:
-                    agree.append(equivalent(st.labels[pid], own, choices[pid]))
+                    agree.append(equivalent(agent_step.labels[pid], own, choices[pid]))
             if agree:
                 m["peer/agreement"] = sum(agree) / len(agree)
         return m
