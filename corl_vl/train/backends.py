@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -101,9 +102,12 @@ class TrainingBackend(Protocol):
     def load(self, folder: Path) -> None: ...
 
 
+_WARNINGS_LOCK = threading.Lock()  # catch_warnings swaps process-wide filters: agents step in threads
+
+
 def _advance_schedule(scheduler: torch.optim.lr_scheduler.LRScheduler) -> None:
     # A skipped DeepSpeed step never calls AdamW.step; the schedule still moves (torch warns about the order).
-    with warnings.catch_warnings():
+    with _WARNINGS_LOCK, warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before")
         scheduler.step()
 
