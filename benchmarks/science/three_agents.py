@@ -8,6 +8,7 @@ problems, order and seeds under six arms that differ only in supervision:
     ring          agent i ← agent i+1 (uniform)        uniform       all peers, every vote counts 1
     agreement     all peers, weighted by agreement     dawid_skene   all peers, weighted by Dawid–Skene EM
     ttrl          each agent its own majority          gt            gold labels (reference)
+    dawid_skene_soft (on request): Dawid–Skene weights with the soft peer reward
 
 Outputs (``--output-dir``): ``results.json`` (written after every run; ``--skip-done`` continues it),
 ``table.md``, ``curves.png`` (held-out accuracy vs step), ``reliability.png`` (estimated reliability vs actual
@@ -43,7 +44,13 @@ ARMS: dict[str, tuple[str, list[str]]] = {
     "dawid_skene": ("co_rl", ["topology.kind=all_peers", "topology.weighting=dawid_skene"]),
     "ttrl": ("ttrl", []),
     "gt": ("gt", []),
+    # extra arm (not in the default list): Dawid–Skene weights with the soft peer reward
+    "dawid_skene_soft": (
+        "co_rl",
+        ["topology.kind=all_peers", "topology.weighting=dawid_skene", "train.peer_reward=soft"],
+    ),
 }
+DEFAULT_ARMS = ["ring", "uniform", "agreement", "dawid_skene", "ttrl", "gt"]
 WEIGHTINGS = ("uniform", "agreement", "dawid_skene")
 
 
@@ -80,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(ROOT / "configs/science/toy3_collapsed.yaml"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--arms", nargs="+", default=DEFAULT_ARMS, choices=list(ARMS))
     parser.add_argument("--steps", type=int, help="override cohort train.max_steps")
     parser.add_argument("--output-dir", default=str(ROOT / "benchmarks/science/results_three_agents"))
     parser.add_argument("--skip-done", action="store_true", help="keep runs already in results.json")
