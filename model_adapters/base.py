@@ -33,17 +33,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from corl_vl.data.problem import ImageLike, Problem
 from corl_vl.errors import CorlError
 
+from .chat_templating import ChatTemplating
 from .images import ImageOptions, load_image, resize_long_side
 from .records import CompletionLogprobs, PromptInputs, TrainingBatch
 from .scoring import LogprobScoring
-from .templates import (
-    DEFAULT_TEMPLATE_DATE,
-    parse_template_date,
-    pinned_clock,
-    read_prompt_record,
-    uses_clock,
-    write_prompt_record,
-)
+from .templates import DEFAULT_TEMPLATE_DATE, parse_template_date, read_prompt_record
 from .vllm_requests import VLLMRequests
 
 if TYPE_CHECKING:  # heavy imports stay lazy: `corl-vl --help` must not import torch
@@ -89,11 +83,7 @@ def format_question(problem: Problem, answer_format: str = "boxed") -> str:
     return text + ANSWER_INSTRUCTIONS[answer_format]
 
 
-def _jsonable(value: Any) -> bool:
-    return isinstance(value, (str, int, float, bool, type(None), list, dict))
-
-
-class ModelAdapter(LogprobScoring, VLLMRequests):
+class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests):
     """Everything family-specific about one model: loading, prompts, images, batches, logprobs, vLLM requests.
 
     Subclasses set the class variables and override the hooks marked "family hook"; the defaults implement a
@@ -301,55 +291,6 @@ class ModelAdapter(LogprobScoring, VLLMRequests):
             messages.append({"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
         messages.append({"role": "user", "content": content})
         return messages
-
-    @cached_property
-    def chat_template(self) -> str:
-        """The exact Jinja template prompts are rendered with: the override, else the checkpoint's, passed
-        through :meth:`normalize_chat_template`."""
-        template = self._chat_template_override
-        if template is None:
-            template = getattr(self.processor, "chat_template", None) or self.tokenizer.chat_template
-        if not isinstance(template, str) or not template:
-            raise CorlError(
-                f"{self.model_path}: the checkpoint has no (single) chat template; add chat_template.jinja to "
-                f"it or pass the adapter option chat_template=PATH.jinja"
-            )
-        return self.normalize_chat_template(template)
-
-    def normalize_chat_template(self, template: str) -> str:
-        """Family hook: rewrite known variants of the family's template into the form its processor expects."""
-        return template
-
-    def template_variables(self) -> dict[str, Any]:
-        """Variables the template is rendered with: the pinned clock (templates that read one) + user kwargs."""
-        variables: dict[str, Any] = {}
-        if uses_clock(self.chat_template):
-            variables.update(pinned_clock(parse_template_date(self.template_date)))
-        variables.update(self.chat_template_kwargs)
-        return variables
-
-    def prompt_record(self) -> dict[str, Any]:
-        """What a checkpoint stores so its prompts can be rendered again exactly (see :mod:`.templates`).
-
-        ``chat_template`` is None for an adapter that formats prompts without one (a base-model plugin).
-        """
-        try:
-            template: str | None = self.chat_template
-        except CorlError:
-            template = None
-        return {
-            "adapter": self.name,
-            "template_date": self.template_date,
-            "template_reads_clock": template is not None and uses_clock(template),
-            "chat_template_kwargs": {k: v for k, v in self.chat_template_kwargs.items() if _jsonable(v)},
-            "system_prompt": self.system_prompt,
-            "answer_format": self.answer_format,
-            "chat_template": template,
-        }
-
-    def save_prompt_record(self, folder: str | Path) -> Path:
-        """Write :meth:`prompt_record` into a checkpoint folder (next to the processor files)."""
-        return write_prompt_record(folder, self.prompt_record())
 
     def render_prompt(self, problem: Problem) -> tuple[str, list[Image.Image]]:
         """The chat-templated prompt string (with one placeholder per image) and the prepared images."""

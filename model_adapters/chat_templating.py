@@ -1,0 +1,83 @@
+"""The chat-template side of an adapter: which template renders prompts, the variables it sees (a pinned
+clock), and the record a checkpoint keeps so its prompts can be rendered again exactly.
+
+Why a mixin of its own: reproducible prompts are one job (render once, pin the date, record the template);
+:class:`~model_adapters.base.ModelAdapter` only calls :attr:`chat_template` and :meth:`template_variables`.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from corl_vl.errors import CorlError
+
+from .templates import parse_template_date, pinned_clock, uses_clock, write_prompt_record
+
+
+def _jsonable(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool, type(None), list, dict))
+
+
+class ChatTemplating:
+    """Mixed into :class:`~model_adapters.base.ModelAdapter` (which sets the attributes used here)."""
+
+    name: str
+    model_path: str
+    template_date: str
+    chat_template_kwargs: dict[str, Any]
+    system_prompt: str | None
+    answer_format: str
+    _chat_template_override: str | None
+    processor: Any
+    tokenizer: Any
+
+    @cached_property
+    def chat_template(self) -> str:
+        """The exact Jinja template prompts are rendered with: the override, else the checkpoint's, passed
+        through :meth:`normalize_chat_template`."""
+        template = self._chat_template_override
+        if template is None:
+            template = getattr(self.processor, "chat_template", None) or self.tokenizer.chat_template
+        if not isinstance(template, str) or not template:
+            raise CorlError(
+                f"{self.model_path}: the checkpoint has no (single) chat template; add chat_template.jinja to "
+                f"it or pass the adapter option chat_template=PATH.jinja"
+            )
+        return self.normalize_chat_template(template)
+
+    def normalize_chat_template(self, template: str) -> str:
+        """Family hook: rewrite known variants of the family's template into the form its processor expects."""
+        return template
+
+    def template_variables(self) -> dict[str, Any]:
+        """Variables the template is rendered with: the pinned clock (templates that read one) + user kwargs."""
+        variables: dict[str, Any] = {}
+        if uses_clock(self.chat_template):
+            variables.update(pinned_clock(parse_template_date(self.template_date)))
+        variables.update(self.chat_template_kwargs)
+        return variables
+
+    def prompt_record(self) -> dict[str, Any]:
+        """What a checkpoint stores so its prompts can be rendered again exactly (see :mod:`.templates`).
+
+        ``chat_template`` is None for an adapter that formats prompts without one (a base-model plugin).
+        """
+        try:
+            template: str | None = self.chat_template
+        except CorlError:
+            template = None
+        return {
+            "adapter": self.name,
+            "template_date": self.template_date,
+            "template_reads_clock": template is not None and uses_clock(template),
+            "chat_template_kwargs": {k: v for k, v in self.chat_template_kwargs.items() if _jsonable(v)},
+            "system_prompt": self.system_prompt,
+            "answer_format": self.answer_format,
+            "chat_template": template,
+        }
+
+    def save_prompt_record(self, folder: str | Path) -> Path:
+        """Write :meth:`prompt_record` into a checkpoint folder (next to the processor files)."""
+        return write_prompt_record(folder, self.prompt_record())
