@@ -113,7 +113,8 @@ def merge(folders: list[str], out: Path) -> int:
     """One report from several result folders of the same experiment (their bases and runs concatenated)."""
     parts = [json.loads((Path(f) / "results.json").read_text()) for f in folders]
     result = dict(parts[0])
-    result["bases"] = [b for p in parts for b in p["bases"]]
+    # one record per warm-start seed: processes that shared a seed evaluated the same bases
+    result["bases"] = list({b["base_seed"]: b for p in parts for b in p["bases"]}.values())
     result["runs"] = [r for p in parts for r in p["runs"]]
     result["complete"] = all(p.get("complete") for p in parts)
     result["seconds"] = sum(p["seconds"] for p in parts)
