@@ -92,15 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             "complete": final,
             "seconds": time.perf_counter() - t_start,
         }
-        (out / "results.json").write_text(json.dumps(result, indent=1))
-        report = table(result) + "\n" + evidence(result)
-        (out / "table.md").write_text(report)
-        plot_curves(result, out / "curves.png")
-        plot_labels(result, out / "labels.png")
-        cmd = "OMP_NUM_THREADS=1 .venv/bin/python " + " ".join(shlex.quote(a) for a in sys.argv)
         status = "" if final else f"# partial: {len(runs)} runs so far\n"
-        (out / "command.txt").write_text(f"{cmd}\n# wall time: {result['seconds']:.0f} s\n{status}")
-        return report
+        return write_report(result, out, f"{_command()}\n# wall time: {result['seconds']:.0f} s\n{status}")
 
     for base_seed in args.base_seeds:
         run_base(exp, base_seed, args, t_start, bases_records, runs, save)
@@ -119,16 +112,24 @@ def merge(folders: list[str], out: Path) -> int:
     result["complete"] = all(p.get("complete") for p in parts)
     result["seconds"] = sum(p["seconds"] for p in parts)
     out.mkdir(parents=True, exist_ok=True)
+    commands = [(Path(f) / "command.txt").read_text() for f in folders if (Path(f) / "command.txt").exists()]
+    print(write_report(result, out, "".join(commands) + f"# merged with:\n{_command()}\n"))
+    return 0
+
+
+def _command() -> str:
+    return "OMP_NUM_THREADS=1 .venv/bin/python " + " ".join(shlex.quote(a) for a in sys.argv)
+
+
+def write_report(result: dict[str, Any], out: Path, command: str) -> str:
+    """results.json, table.md (accuracy table + vision evidence), the two PNGs and command.txt; returns the table."""
     (out / "results.json").write_text(json.dumps(result, indent=1))
     report = table(result) + "\n" + evidence(result)
     (out / "table.md").write_text(report)
     plot_curves(result, out / "curves.png")
     plot_labels(result, out / "labels.png")
-    commands = [(Path(f) / "command.txt").read_text() for f in folders if (Path(f) / "command.txt").exists()]
-    cmd = "OMP_NUM_THREADS=1 .venv/bin/python " + " ".join(shlex.quote(a) for a in sys.argv)
-    (out / "command.txt").write_text("".join(commands) + f"# merged with:\n{cmd}\n")
-    print(report)
-    return 0
+    (out / "command.txt").write_text(command)
+    return report
 
 
 def run_base(
