@@ -50,4 +50,6 @@ def configure_cache_env() -> None:
             os.environ[key] = str(value)
     # corl-vl draws its own (rich) progress; the per-file tqdm bars of hub/transformers/datasets only add noise.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vLLM's per-request INFO lines drown the progress bar
+    os.environ.setdefault(
+        "VLLM_LOGGING_LEVEL", "WARNING"
+    )  # vLLM's per-request INFO lines drown the progress bar

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from corl_vl.science import diagnostics as dg
 from corl_vl.cli import main
 from corl_vl.errors import CorlError
+from corl_vl.science import diagnostics as dg
 
 
 def _vectors(n11: int, n10: int, n01: int, n00: int) -> tuple[list[bool], list[bool]]:

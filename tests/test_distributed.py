@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from corl_vl.train.distributed import AgentMPU, deepspeed_engine, place_agents, share
 from corl_vl.errors import CorlError
+from corl_vl.train.distributed import AgentMPU, deepspeed_engine, place_agents, share
 
 TESTS = Path(__file__).resolve().parent
 EXACT = ("reward/", "label/", "peer/", "groups/", "length/", "answer/", "trained_rows", "lr")

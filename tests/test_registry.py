@@ -189,7 +189,9 @@ def test_cli_lists_plugin_end_to_end(installed_plugin):
     rows = {row["adapter"]: row for row in json.loads(result.stdout)}
     assert rows["plain_lm"]["origin"] == "corl-vl-test-plugin"
     assert rows["plain_lm"]["class"] == "corl_vl_test_plugin.PlainPromptAdapter"
-    assert rows["gemma3"]["is_cap"] == "2" and rows["qwen2_5_vl"]["is_cap"] == "2"  # every family declares 2.0
+    assert (
+        rows["gemma3"]["is_cap"] == "2" and rows["qwen2_5_vl"]["is_cap"] == "2"
+    )  # every family declares 2.0
     assert "tiny-qwen2.5-vl" in rows["qwen2_5_vl"]["presets"]
 
     table = subprocess.run(

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from corl_vl.science import theory
 from corl_vl.cli import main
 from corl_vl.errors import CorlError
+from corl_vl.science import theory
 
 
 def _group_grad(outcomes: tuple[int, ...], p: float, label_correct: bool, eps: float, ddof: int) -> float:
