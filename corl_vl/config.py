@@ -140,8 +140,8 @@ class TrainConfig:
     # Intuitor run that pass anyway, and then it is always logged)
     log_entropy: bool = False
     # run the agents' rollouts, then their updates, in concurrent threads (one process; results identical to
-    # one after another); measured in benchmarks/perf/README.md
-    parallel_agents: bool = False
+    # one after another at the same per-agent thread count); the faster default in benchmarks/perf/README.md
+    parallel_agents: bool = True
     plot: bool = True  # PNG curves at the end of the run
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | none
     stall_steps: int = (

@@ -144,11 +144,12 @@ def _without_times(metrics):
 
 
 def test_parallel_agents_give_bit_identical_results():
-    """Three agents (two families, ring), two steps, concurrent rollouts and updates vs one after another.
+    """Three agents (two families, ring; two VLMs share the problems' lazily loaded images), two steps,
+    concurrent rollouts and updates vs one after another.
 
     One intra-op thread per agent in both runs: CPU kernels split their reductions by the thread count, so
     bits can differ between thread counts whether or not the agents overlap."""
-    agents = ("tiny-qwen2.5", "tiny-qwen2.5-vl", "tiny-qwen2.5")
+    agents = ("tiny-qwen2.5-vl", "tiny-qwen2.5", "tiny-qwen2.5-vl")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -154,14 +154,21 @@ class Agent:
             raise CorlError(f"agent {self.name}: problem id {missing[0]!r} is not in its data view")
         return [self.view[i] for i in ids]
 
-    def rollout(self, ids: Sequence[str], *, seed: int) -> tuple[list[Any], list[Rollout]]:
-        """Encode this agent's view of ``ids`` and sample K completions each; checks the ids came back.
+    def encode(self, ids: Sequence[str]) -> list[Any]:
+        """This agent's prompts (PromptInputs) for ``ids``, rendered by its adapter."""
+        return [self.adapter.encode_prompt(p) for p in self.problems(ids)]
+
+    def rollout(
+        self, ids: Sequence[str], *, seed: int, prompts: Sequence[Any] | None = None
+    ) -> tuple[list[Any], list[Rollout]]:
+        """Encode this agent's view of ``ids`` (unless ``prompts`` from :meth:`encode` are given) and sample K
+        completions each; checks the ids came back.
 
         Render once: the prompts returned here are the ones the engine generated from and the ones the update
         scores — no engine renders a problem again (a second rendering could differ, e.g. across midnight).
         """
         problems = self.problems(ids)
-        prompts = [self.adapter.encode_prompt(p) for p in problems]
+        prompts = list(prompts) if prompts is not None else self.encode(ids)
         grpo = self.cfg.grpo
         engine = self.prepare_engine()
         # passed only when set, so an engine written before the option needs no new keyword

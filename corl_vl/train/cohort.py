@@ -227,9 +227,14 @@ class Cohort:
 
         t0 = time.perf_counter()
         steps: list[AgentStep] = []
+        # prompts are rendered here, one agent after another: views share problems, whose images load lazily
+        # (PIL is not thread-safe there), and processors are never run concurrently
+        jobs = [(i, agent, agent.encode(mine)) for i, agent in zip(self.indices, self.agents)]
         rolled = self.rollout_phases.map(
-            lambda job: job[1].rollout(mine, seed=rollout_seed(cfg.train.seed, self.step_index, job[0])),
-            list(zip(self.indices, self.agents)),
+            lambda job: job[1].rollout(
+                mine, seed=rollout_seed(cfg.train.seed, self.step_index, job[0]), prompts=job[2]
+            ),
+            jobs,
         )
         for agent, (prompts, rollouts) in zip(self.agents, rolled):
             answers = {  # read against the agent's own options, stated against the base problem's
