@@ -159,6 +159,8 @@ class HFEngine:
                     do_sample=False,
                     max_new_tokens=max_new_tokens,
                     min_new_tokens=min_new_tokens or None,
+                    # a forced length also keeps image placeholders out (a sampled one would cut the completion)
+                    suppress_tokens=self.adapter.placeholder_token_ids if min_new_tokens else None,
                     logits_processor=LogitsProcessorList(processors),
                     eos_token_id=stop_ids,
                     pad_token_id=pad_id,
