@@ -79,7 +79,9 @@ class TopologyConfig:
 class DataConfig:
     """The training problems every agent sees (by id), in a seeded order."""
 
-    train: str = "synthetic"  # "synthetic", a recipe (mmr1-math …), a hub id ORG/NAME[@split], or a file/folder
+    train: str = (
+        "synthetic"  # "synthetic", a recipe (mmr1-math …), a hub id ORG/NAME[@split], or a file/folder
+    )
     split: str = "train"
     limit: int | None = None  # use the first N problems of the source (synthetic: how many to generate)
     problems_per_step: int = 8
