@@ -11,8 +11,6 @@ parameters, with dimensions vLLM's CPU backend accepts (attention head size ≥ 
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import shutil
 import tempfile
@@ -388,21 +386,3 @@ def ensure_tiny(name: str, *, seed: int = 0) -> Path:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return target
-
-
-def count_parameters(path: str | Path) -> int:
-    """Parameters stored in a checkpoint folder's safetensors (no model construction)."""
-    from safetensors import safe_open
-
-    total = 0
-    for file in sorted(Path(path).glob("*.safetensors")):
-        with safe_open(file, framework="pt") as f:
-            for key in f.keys():  # noqa: SIM118 (safe_open is not a dict)
-                total += math.prod(f.get_slice(key).get_shape())
-    return total
-
-
-def describe(path: str | Path) -> dict[str, Any]:
-    """A short summary of a checkpoint folder (architecture and parameter count) for CLI output."""
-    config = json.loads((Path(path) / "config.json").read_text())
-    return {"architecture": (config.get("architectures") or ["?"])[0], "parameters": count_parameters(path)}

@@ -14,8 +14,9 @@ from PIL import Image
 
 from corl_vl.cli import main as cli_main
 from corl_vl.errors import CorlError
+from model_adapters.checkpoint_info import count_parameters
 from model_adapters.presets import PRESETS
-from model_adapters.tiny import TINY_BUILDERS, build_tiny, count_parameters, ensure_tiny, make_tiny
+from model_adapters.tiny import TINY_BUILDERS, build_tiny, ensure_tiny, make_tiny
 
 TINY = [name for name, preset in PRESETS.items() if preset.tiny]
 VLMS = {"tiny-qwen2.5-vl", "tiny-internvl3.5", "tiny-gemma3"}

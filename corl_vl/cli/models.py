@@ -62,7 +62,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _build_tiny(args: argparse.Namespace) -> int:
-    from model_adapters.tiny import build_tiny, describe
+    from model_adapters.checkpoint_info import describe
+    from model_adapters.tiny import build_tiny
 
     start = time.perf_counter()
     path = build_tiny(args.name, args.out, seed=args.seed)
