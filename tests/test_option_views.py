@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from test_cohort import ForcedTexts
+
 from corl_vl.config import config_from_dict
 from corl_vl.data.paired import answer_in_base_options
 from corl_vl.data.problem import Problem
@@ -31,29 +33,6 @@ def test_letters_map_through_option_text():
     assert answer_in_base_options("A", ["forty", "30", "20", "10"], BASE) == "forty"
 
 
-class ForcedTexts:
-    """A real engine whose completions' texts are replaced (controlled answers; ids and logprobs stay real)."""
-
-    def __init__(self, engine, text):
-        self.engine, self.text = engine, text
-
-    def generate(self, problems, **kwargs):
-        rollouts = self.engine.generate(problems, **kwargs)
-        for r in rollouts:
-            for c in r.completions:
-                c.text = self.text
-        return rollouts
-
-    def sync_weights(self, model):
-        self.engine.sync_weights(model)
-
-    def sleep(self):
-        self.engine.sleep()
-
-    def wake(self):
-        self.engine.wake()
-
-
 def test_reversed_options_across_two_views_give_the_same_label():
     cfg = config_from_dict(
         {
@@ -70,8 +49,8 @@ def test_reversed_options_across_two_views_give_the_same_label():
         adapter = create_adapter(acfg.model)
         agents.append(Agent(acfg.name, adapter, adapter.load_model().train(), views[acfg.name], cfg))
     a, b = agents
-    a.engine = ForcedTexts(a.engine, "so \\boxed{A}")  # option "10" in a's (the base) view
-    b.engine = ForcedTexts(b.engine, "so \\boxed{D}")  # option "10" in b's reversed view
+    a.engine = ForcedTexts(a.engine, lambda pid, j, c: "so \\boxed{A}")  # option "10" in a's (the base) view
+    b.engine = ForcedTexts(b.engine, lambda pid, j, c: "so \\boxed{D}")  # option "10" in b's reversed view
     cohort = Cohort(cfg, agents, base)
     metrics = cohort.step()
     st_a, st_b = cohort.last
