@@ -40,7 +40,8 @@ def _cfg(agents=("tiny-qwen2.5",), reward="rent", **sections):
 
 @pytest.fixture(scope="module")
 def rolled():
-    """An agent on a tiny Qwen2.5 text model and one real rollout of it (4 rows of different lengths)."""
+    """An agent on a tiny Qwen2.5 text model and one real rollout of it (4 rows of different lengths); tests
+    work on copies of the agent (`_twin`), so the module-scoped fixture stays unchanged."""
     cfg = _cfg(grpo={"importance_ratio_cap": 2.0})
     adapter = create_adapter("tiny-qwen2.5")
     view = [to_text_problem(p) for p in generate_problems(2, seed=4)]
@@ -78,10 +79,10 @@ def _update_capturing_grads(agent, batch, old):
 @pytest.mark.parametrize("loss_type", ["bnpo", "grpo", "dr_grpo"])
 def test_gradient_pass_old_logprobs_give_todays_loss_and_gradients(rolled, loss_type):
     agent, rows, comps, lp = rolled
-    agent.loss_spec = type(agent.loss_spec)(**{**agent.loss_spec.__dict__, "loss_type": loss_type})
+    spec = type(agent.loss_spec)(**{**agent.loss_spec.__dict__, "loss_type": loss_type})
     batch = Batch(rows, comps, lp, torch.tensor([1.0, -0.5, 0.0, 2.0] * (len(rows) // 4)))
-    with_pass, without_pass = _twin(agent), _twin(agent)
-    without_pass.loss_spec = with_pass.loss_spec = agent.loss_spec
+    with_pass, without_pass = _twin(agent), _twin(agent)  # the shared fixture's agent is never changed
+    without_pass.loss_spec = with_pass.loss_spec = spec
     m_old, g_old = _update_capturing_grads(with_pass, batch, with_pass.score(rows, comps))
     m_new, g_new = _update_capturing_grads(without_pass, batch, None)
 
