@@ -112,7 +112,8 @@ class GrpoConfig:
 class RolloutConfig:
     """How completions are sampled."""
 
-    engine: str = "hf"  # hf | vllm
+    engine: str = "auto"  # hf | vllm | auto: vllm when installed and the model is ≥ vllm_min_params
+    vllm_min_params: int = 20_000_000  # auto's threshold, from benchmarks/perf/vllm_vs_hf.py
     gpu_memory_utilization: float = 0.45  # vLLM colocated on GPU
     kv_cache_memory_bytes: int = 256 * 1024 * 1024  # vLLM on CPU (otherwise it reserves ~21 GiB)
     sleep_between_phases: bool = True  # vLLM on GPU: sleep during the update, wake for rollouts
@@ -267,7 +268,7 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
         raise bad("agents", f"agent names must be unique, got {names}")
     choices = {
         "train.reward": (cfg.train.reward, REWARDS),
-        "rollout.engine": (cfg.rollout.engine, ENGINES),
+        "rollout.engine": (cfg.rollout.engine, ("auto", *ENGINES)),
         "topology.kind": (cfg.topology.kind, TOPOLOGIES),
         "topology.ties": (cfg.topology.ties, TIE_POLICIES),
         "topology.weighting": (cfg.topology.weighting, WEIGHTINGS),
@@ -306,6 +307,8 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
             "grpo.min_new_tokens",
             f"must be in [0, grpo.max_new_tokens={cfg.grpo.max_new_tokens}], got {cfg.grpo.min_new_tokens}",
         )
+    if cfg.rollout.vllm_min_params < 0:
+        raise bad("rollout.vllm_min_params", f"must be ≥ 0, got {cfg.rollout.vllm_min_params}")
     if cfg.grpo.temperature <= 0:
         raise bad("grpo.temperature", f"must be > 0, got {cfg.grpo.temperature}")
     if not 0 < cfg.grpo.top_p <= 1:

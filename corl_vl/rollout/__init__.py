@@ -1,17 +1,20 @@
 """Rollout engines behind one protocol (:class:`~corl_vl.rollout.base.RolloutEngine`), by name in :data:`ENGINES`.
 
-A new engine is one factory in the table (``rollout.engine`` is validated against its names).
+A new engine is one factory in the table (``rollout.engine`` is validated against its names, plus ``auto``:
+:func:`resolve_engine` picks per model size).
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
 from corl_vl.errors import CorlError
 from corl_vl.rollout.base import Completion, Rollout, RolloutEngine, cut_at_stop
 
-__all__ = ["ENGINES", "Completion", "Rollout", "RolloutEngine", "create_engine", "cut_at_stop"]
+__all__ = ["ENGINES", "Completion", "Rollout", "RolloutEngine", "create_engine", "cut_at_stop", "parameter_count",
+           "resolve_engine"]  # fmt: skip
 
 
 def _hf(adapter: Any, model: Any, **options: Any) -> RolloutEngine:
@@ -36,3 +39,27 @@ def create_engine(kind: str, adapter: Any, model: Any, **options: Any) -> Rollou
     if kind not in ENGINES:
         raise CorlError(f"rollout.engine must be one of {', '.join(ENGINES)}, got '{kind}'")
     return ENGINES[kind](adapter, model, **options)
+
+
+def parameter_count(model: Any) -> int:
+    """Parameters of ``model``, also when DeepSpeed ZeRO-3 has partitioned them (``ds_numel``)."""
+    return sum(int(getattr(p, "ds_numel", 0) or p.numel()) for p in model.parameters())
+
+
+def resolve_engine(kind: str, model: Any, *, vllm_min_params: int) -> tuple[str, str]:
+    """The engine to build for ``rollout.engine: kind`` and why, in words for the log.
+
+    ``auto``: vLLM when it is installed and ``model`` has at least ``vllm_min_params`` parameters, else HF.
+    Why by size: vLLM's start-up (tens of seconds per agent) and per-step weight sync only pay for themselves
+    once its faster rollouts save more than that; below the size HF ``generate`` on the trainer's own model
+    is as fast and needs no second copy of the weights (measurements: ``benchmarks/perf/README.md``).
+    """
+    if kind != "auto":
+        return kind, "rollout.engine"
+    params = parameter_count(model)
+    size = f"{params / 1e6:.1f} M parameters"
+    if params < vllm_min_params:
+        return "hf", f"auto: {size} < rollout.vllm_min_params = {vllm_min_params / 1e6:g} M"
+    if importlib.util.find_spec("vllm") is None:
+        return "hf", f"auto: {size}, but vLLM is not installed (pip install 'corl-vl[gpu]' or '[cpu]')"
+    return "vllm", f"auto: {size} ≥ rollout.vllm_min_params = {vllm_min_params / 1e6:g} M"

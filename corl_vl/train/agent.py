@@ -35,7 +35,7 @@ import torch
 from corl_vl.config import AgentConfig, CohortConfig
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
-from corl_vl.rollout import Rollout, RolloutEngine, create_engine
+from corl_vl.rollout import Rollout, RolloutEngine, create_engine, resolve_engine
 from corl_vl.train.backends import TorchBackend, TrainingBackend
 from corl_vl.train.grpo import LossSpec, Normalizer, importance_weights, masked_mean, policy_loss
 from model_adapters.registry import create_adapter
@@ -88,8 +88,11 @@ class Agent:
         self.lr = cfg.train.lr if lr is None else lr
         # distributed runs swap in a DeepSpeedBackend over the same model and optimizer (Cohort.from_config)
         self.backend: TrainingBackend = TorchBackend(model, cfg.train, lr=self.lr)
+        if engine is None:
+            kind, why = resolve_engine(cfg.rollout.engine, model, vllm_min_params=cfg.rollout.vllm_min_params)
+            _log.info("agent %s: rollout engine %s (%s)", name, kind, why)
         self.engine = engine or create_engine(
-            cfg.rollout.engine,
+            kind,
             adapter,
             model,
             batch_size=cfg.rollout.batch_size,
