@@ -11,6 +11,7 @@ import logging
 
 import pytest
 import torch
+from rigged_models import certain_next_token
 
 from corl_vl.config import config_from_dict
 from corl_vl.data.synth import generate_problems, to_text_problem
@@ -196,6 +197,18 @@ def test_min_new_tokens_forces_the_length_in_the_hf_engine():
     assert max(len(c.ids) for c in free) < 5  # the stop token comes at once without the option
     assert all(len(c.ids) >= 5 for c in forced)
     assert all(len(c.logprobs) == len(c.ids) for c in forced)
+
+
+def test_a_forced_length_is_not_cut_at_a_sampled_image_placeholder_in_the_hf_engine(tmp_path):
+    adapter, placeholder = certain_next_token(tmp_path, "tiny-qwen2.5-vl", "placeholder", boost=1.0)
+    engine = HFEngine(adapter, adapter.load_model(), batch_size=4)
+    problems = generate_problems(2, seed=4)
+    kwargs = {"k": 2, "temperature": 1.0, "max_new_tokens": 10, "seed": 3}
+    free = [c for r in engine.generate(problems, **kwargs) for c in r.completions]
+    forced = [c for r in engine.generate(problems, min_new_tokens=10, **kwargs) for c in r.completions]
+    assert [(c.ids, c.finish_reason) for c in free] == [([], "invalid")] * 4  # cut before the placeholder
+    assert [len(c.ids) for c in forced] == [10] * 4
+    assert all(placeholder not in c.ids for c in forced)
 
 
 def test_min_new_tokens_is_validated():

@@ -181,6 +181,9 @@ class VLLMEngine:
         if prompts is None:  # stand-alone use (evaluation): render here, once
             prompts = [self.adapter.encode_prompt(p) for p in problems]
         requests = [self.adapter.vllm_request(p) for p in prompts]  # the caller's rendering, never a new one
+        forbidden = self.adapter.placeholder_token_ids
+        # a forced length must not be cut at a sampled image placeholder (the HF engine suppresses them too)
+        bias = {t: -100.0 for t in forbidden} if min_new_tokens and forbidden else None
         params = [
             SamplingParams(
                 n=k,
@@ -189,6 +192,7 @@ class VLLMEngine:
                 top_k=0 if temperature > 0 else -1,
                 max_tokens=max_new_tokens,
                 min_tokens=min_new_tokens,
+                logit_bias=bias,
                 logprobs=0,
                 seed=request_seed,
                 stop_token_ids=stop_ids,
@@ -198,7 +202,6 @@ class VLLMEngine:
         ]
         outputs = self.llm.generate(requests, params, use_tqdm=False)
         check_prompt_tokens(prompts, outputs)
-        forbidden = self.adapter.placeholder_token_ids
         rollouts = []
         for problem, out in zip(problems, outputs):
             completions = []
