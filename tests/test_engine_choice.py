@@ -80,3 +80,17 @@ def test_a_cohort_with_the_default_builds_hf_for_a_tiny_model_and_says_why(caplo
 def test_bad_engine_settings_name_the_key(rollout, key):
     with pytest.raises(CorlError, match=key.replace(".", r"\.")):
         _cfg(**rollout)
+
+
+@pytest.mark.vllm
+def test_auto_builds_a_vllm_engine_from_the_threshold_on(caplog):
+    from corl_vl.rollout.vllm_engine import VLLMEngine
+
+    with caplog.at_level(logging.INFO, logger="corl_vl.train.agent"):
+        cohort = Cohort.from_config(_cfg(vllm_min_params=0))
+    engine = cohort.agents[0].engine
+    try:
+        assert isinstance(engine, VLLMEngine)
+        assert "agent a0: rollout engine vllm (auto:" in caplog.text
+    finally:
+        engine.close()
