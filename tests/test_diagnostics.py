@@ -112,3 +112,29 @@ def test_cli_json_and_table(fixtures_dir, capsys: pytest.CaptureFixture[str]) ->
     table = capsys.readouterr().out
     assert "0.400" in table and "30.0" in table
     assert main(["diagnose", "--answers", str(d / "a.jsonl"), "--answers", str(d / "b_missing.jsonl")]) == 2
+
+
+def test_extraction_mode_decides_how_responses_are_graded(tmp_path, capsys) -> None:
+    """A final sentence stating the number counts under lenient extraction (grade/eval's default), not under
+    strict (the markers peer votes read); rows already carrying 'correct' are unaffected."""
+    rows_a = [
+        {"id": "p0", "answer": "7", "response": "\\boxed{7}"},
+        {"id": "p1", "answer": "5", "response": "Counting them, there are 5 apples in total."},
+        {"id": "p2", "answer": "4", "response": "\\boxed{3}"},
+        {"id": "p3", "answer": "2", "correct": True},
+    ]
+    rows_b = [{"id": f"p{i}", "correct": ok} for i, ok in enumerate([False, True, True, False])]
+    files = []
+    for name, rows in (("a", rows_a), ("b", rows_b)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        files.append(path)
+    assert dg.diagnose(files)["accuracies"] == {"a": 0.75, "b": 0.5}
+    strict = dg.diagnose(files, extraction="strict")
+    assert strict["accuracies"] == {"a": 0.5, "b": 0.5}
+    assert strict["extraction"] == "strict"
+    args = ["diagnose", "--answers", str(files[0]), "--answers", str(files[1]), "--json"]
+    assert main([*args, "--extraction", "strict"]) == 0
+    assert json.loads(capsys.readouterr().out)["accuracies"]["a"] == 0.5
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["accuracies"]["a"] == 0.75

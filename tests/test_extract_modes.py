@@ -151,3 +151,11 @@ def test_grade_reads_a_bare_answer_and_free_prose() -> None:
     assert grade("-5", "-5", extraction="strict").correct
     assert grade("Therefore, the year in which it peaked is 2019.", "2019").correct
     assert not grade("Therefore, the year in which it peaked is 2019.", "2019", extraction="strict").correct
+
+
+def test_a_graded_result_refuses_to_be_used_as_a_bool():
+    """``if grade(...)`` would be true for every response (a dataclass is truthy); it must say so instead."""
+    graded = grade("\\boxed{3}", "4")
+    assert graded.correct is False
+    with pytest.raises(TypeError, match=r"use \.correct"):
+        bool(graded)

@@ -24,6 +24,10 @@ class Graded:
     extracted: str | None
     correct: bool
 
+    def __bool__(self) -> bool:
+        # a dataclass is always truthy: `if grade(...)` would count every response as correct
+        raise TypeError("a Graded result has no truth value; use .correct")
+
 
 def grade(
     response: str,

@@ -47,6 +47,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--gold", metavar="G.jsonl", help="gold answers: lines with 'id', 'answer' [, 'choices']"
     )
+    parser.add_argument(
+        "--extraction", default="lenient", choices=("strict", "lenient"),
+        help="answer extraction for rows graded from a response (default lenient, as grade/eval; strict: the "
+        "markers peer votes read)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=run)
 
@@ -72,12 +77,13 @@ def run(args: argparse.Namespace) -> int:
             args.model, args.data, args.output_dir, split=args.split, limit=args.limit,
             temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
             engine=args.engine, batch_size=args.batch_size, device=args.device, progress=not args.json,
+            extraction=args.extraction,
         )  # fmt: skip
         if not args.json:
             print(f"wrote {', '.join(str(p) for p in paths)}")
-        report = diagnose(paths)
+        report = diagnose(paths, extraction=args.extraction)
     elif args.answers:
-        report = diagnose(args.answers, args.gold)
+        report = diagnose(args.answers, args.gold, extraction=args.extraction)
     else:
         raise CorlError("give --answers A.jsonl --answers B.jsonl, or --model A --model B --data D")
     if args.json:

@@ -151,8 +151,9 @@ def load_gold(path: str | Path) -> dict[str, dict]:
     return gold
 
 
-def _grade(path: Path, lineno: int, row: dict, gold: Mapping[str, dict] | None) -> bool:
-    """Correctness of one row: its ``correct`` field, else its response/extracted answer graded against gold."""
+def _grade(path: Path, lineno: int, row: dict, gold: Mapping[str, dict] | None, extraction: str) -> bool:
+    """Correctness of one row: its ``correct`` field, else its response/extracted answer graded against gold
+    (a response's answer extracted in ``extraction`` mode)."""
     if "correct" in row:
         value = row["correct"]
         if isinstance(value, bool) or value in (0, 1):
@@ -173,14 +174,16 @@ def _grade(path: Path, lineno: int, row: dict, gold: Mapping[str, dict] | None) 
     if "extracted" in row:
         return bool(equivalent(str(ref["answer"]), str(row["extracted"]), choices))
     if "response" in row:
-        return bool(grade(str(row["response"]), str(ref["answer"]), choices=choices))
+        return grade(str(row["response"]), str(ref["answer"]), choices=choices, extraction=extraction).correct
     raise CorlError(f"{path}:{lineno}: needs a 'correct', 'response' or 'extracted' field")
 
 
-def load_correctness(path: str | Path, gold: Mapping[str, dict] | None = None) -> dict[str, bool]:
+def load_correctness(
+    path: str | Path, gold: Mapping[str, dict] | None = None, *, extraction: str = "lenient"
+) -> dict[str, bool]:
     """Per-problem correctness of one model's answers file, keyed by id."""
     path = Path(path)
-    return {key: _grade(path, lineno, row, gold) for lineno, key, row in _read_rows(path)}
+    return {key: _grade(path, lineno, row, gold, extraction) for lineno, key, row in _read_rows(path)}
 
 
 def _names(paths: Sequence[Path]) -> list[str]:
@@ -188,8 +191,13 @@ def _names(paths: Sequence[Path]) -> list[str]:
     return stems if len(set(stems)) == len(stems) else [str(p) for p in paths]
 
 
-def diagnose(answer_paths: Sequence[str | Path], gold_path: str | Path | None = None) -> dict:
+def diagnose(
+    answer_paths: Sequence[str | Path], gold_path: str | Path | None = None, *, extraction: str = "lenient"
+) -> dict:
     """Pairwise error-decoupling report for ≥ 2 answers files, rows matched by id.
+
+    ``extraction`` (``lenient``, as ``grade`` and ``eval``, or ``strict``, the markers peer votes read) applies
+    to rows graded from a ``response``; rows with ``correct`` or ``extracted`` are taken as they are.
 
     Two files give a flat dict (kappa, error_overlap, complementarity, accuracies, n, recommendation, …); more
     give ``pairs``, one such dict per pair, for the pairwise matrix.
@@ -198,7 +206,7 @@ def diagnose(answer_paths: Sequence[str | Path], gold_path: str | Path | None = 
     if len(paths) < 2:
         raise CorlError("diagnose: give at least two --answers files")
     gold = load_gold(gold_path) if gold_path is not None else None
-    results = [load_correctness(p, gold) for p in paths]
+    results = [load_correctness(p, gold, extraction=extraction) for p in paths]
     first = results[0]
     for path, res in zip(paths[1:], results[1:]):
         for missing_in, other, ids in (
@@ -219,7 +227,7 @@ def diagnose(answer_paths: Sequence[str | Path], gold_path: str | Path | None = 
         for j in range(i + 1, len(paths)):
             stats = asdict(pair_stats(vectors[i], vectors[j]))
             pairs.append({"a": names[i], "b": names[j], **stats})
-    report = {"models": names, "n": len(ids), "accuracies": accuracies}
+    report = {"models": names, "n": len(ids), "extraction": extraction, "accuracies": accuracies}
     if len(paths) == 2:
         return {**report, **{k: v for k, v in pairs[0].items() if k not in ("a", "b", "n")}}
     return {**report, "pairs": pairs}
@@ -272,6 +280,7 @@ def generate_answers(
     batch_size: int = 8,
     device: str = "cpu",
     progress: bool = False,
+    extraction: str = "lenient",
 ) -> list[Path]:
     """One answer per problem per model (the paper's App. A protocol: zero-shot, one sample at T = 0.8).
 
@@ -304,7 +313,7 @@ def generate_answers(
         rows = []
         for p in view:
             text = responses[p.id][0]
-            graded = grade(text, str(p.answer), choices=p.choices)
+            graded = grade(text, str(p.answer), choices=p.choices, extraction=extraction)
             rows.append({"id": p.id, "answer": p.answer, "response": text, "extracted": graded.extracted,
                          "correct": bool(graded.correct)})  # fmt: skip
         path = out / f"{name}.jsonl"
