@@ -50,9 +50,9 @@ def resolve_engine(kind: str, model: Any, *, vllm_min_params: int) -> tuple[str,
     """The engine to build for ``rollout.engine: kind`` and why, in words for the log.
 
     ``auto``: vLLM when it is installed and ``model`` has at least ``vllm_min_params`` parameters, else HF.
-    Why by size: vLLM's start-up (tens of seconds per agent) and per-step weight sync only pay for themselves
-    once its faster rollouts save more than that; below the size HF ``generate`` on the trainer's own model
-    is as fast and needs no second copy of the weights (measurements: ``benchmarks/perf/README.md``).
+    Why by size: vLLM's rollouts are faster at every size measured on CPU, but its start-up (~10 s per agent
+    there), its weight sync every step and its second copy of the weights only pay for themselves once each
+    step saves enough; below the size that takes longer than a short run (``benchmarks/perf/README.md``).
     """
     if kind != "auto":
         return kind, "rollout.engine"
