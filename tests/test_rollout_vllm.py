@@ -78,19 +78,24 @@ def test_no_two_samples_of_a_step_share_a_random_stream():
     assert len(set(samples)) == len(samples), samples
 
 
-def test_min_new_tokens_holds_back_a_certain_stop_token(tmp_path):
-    from corl_vl.data.synth import to_text_problem
+def _free_and_forced(adapter, problems, min_new_tokens: int, **kw):
+    """Completions of a fresh vLLM engine over ``adapter`` without and with ``min_new_tokens``."""
     from corl_vl.rollout.vllm_engine import VLLMEngine
 
-    adapter, stop = certain_next_token(tmp_path, "tiny-qwen2.5", "stop", boost=10.0)
-    engine = VLLMEngine(adapter, max_model_len=512)
-    problems = [to_text_problem(p) for p in generate_problems(2, seed=1)]
-    kw = {"k": 3, "temperature": 1.0, "max_new_tokens": 8, "seed": 0}
+    engine = VLLMEngine(adapter, max_model_len=1024)
     try:
         free = _flat(engine.generate(problems, **kw))
-        forced = _flat(engine.generate(problems, min_new_tokens=5, **kw))
+        return free, _flat(engine.generate(problems, min_new_tokens=min_new_tokens, **kw))
     finally:
         engine.close()
+
+
+def test_min_new_tokens_holds_back_a_certain_stop_token(tmp_path):
+    from corl_vl.data.synth import to_text_problem
+
+    adapter, stop = certain_next_token(tmp_path, "tiny-qwen2.5", "stop", boost=10.0)
+    problems = [to_text_problem(p) for p in generate_problems(2, seed=1)]
+    free, forced = _free_and_forced(adapter, problems, 5, k=3, temperature=1.0, max_new_tokens=8, seed=0)
     assert [c.ids for c in free] == [[stop]] * 6  # the stop token comes first without the option
     assert [len(c.ids) for c in forced] == [6] * 6  # and right after the 5 forced tokens with it
     assert all(c.ids[-1] == stop and stop not in c.ids[:-1] for c in forced)
@@ -100,18 +105,10 @@ def test_min_new_tokens_holds_back_a_certain_stop_token(tmp_path):
 def test_a_forced_length_is_not_cut_at_a_sampled_image_placeholder(tmp_path):
     """A sampled placeholder ends a completion early (it would be taken for an image slot); with
     ``min_new_tokens`` the engine keeps placeholders out of the sample, as the HF engine does."""
-    from corl_vl.rollout.vllm_engine import VLLMEngine
-
     # boost 1: a logit of ~16 dominates a random model's, and vLLM's bias of -100 still removes it
     adapter, placeholder = certain_next_token(tmp_path, "tiny-qwen2.5-vl", "placeholder", boost=1.0)
-    engine = VLLMEngine(adapter, max_model_len=1024)
     problems = generate_problems(2, seed=4)
-    kw = {"k": 2, "temperature": 1.0, "max_new_tokens": 12, "seed": 3}
-    try:
-        free = _flat(engine.generate(problems, **kw))
-        forced = _flat(engine.generate(problems, min_new_tokens=12, **kw))
-    finally:
-        engine.close()
+    free, forced = _free_and_forced(adapter, problems, 12, k=2, temperature=1.0, max_new_tokens=12, seed=3)
     assert [(c.ids, c.finish_reason) for c in free] == [([], "invalid")] * 4
     assert [len(c.ids) for c in forced] == [12] * 4
     assert all(placeholder not in c.ids and len(c.logprobs) == 12 for c in forced)
