@@ -12,6 +12,7 @@ import logging
 import pytest
 import torch
 from rigged_models import certain_next_token
+from test_update_edges import solo_rollout
 
 from corl_vl.config import config_from_dict
 from corl_vl.data.synth import generate_problems, to_text_problem
@@ -43,13 +44,7 @@ def _cfg(agents=("tiny-qwen2.5",), reward="rent", **sections):
 def rolled():
     """An agent on a tiny Qwen2.5 text model and one real rollout of it (4 rows of different lengths); tests
     work on copies of the agent (`_twin`), so the module-scoped fixture stays unchanged."""
-    cfg = _cfg(grpo={"importance_ratio_cap": 2.0})
-    adapter = create_adapter("tiny-qwen2.5")
-    view = [to_text_problem(p) for p in generate_problems(2, seed=4)]
-    agent = Agent("solo", adapter, adapter.load_model().train(), view, cfg)
-    prompts, rollouts = agent.rollout([p.id for p in view], seed=3)
-    rows = [p for p, r in zip(prompts, rollouts) for _ in r.completions]
-    comps = [c for r in rollouts for c in r.completions]
+    agent, rows, comps = solo_rollout(_cfg(grpo={"importance_ratio_cap": 2.0}))
     width = max(len(c.ids) for c in comps)
     lp = torch.zeros(len(comps), width)
     for i, c in enumerate(comps):

@@ -32,9 +32,13 @@ def _cfg(**train):
 
 @pytest.fixture
 def rolled():
-    """A real agent (tiny Qwen2 text model) and the prompts/completions of one real rollout (per test: tests
-    update the agent)."""
-    cfg = _cfg(lr=1e-2)
+    """A real agent and one real rollout of it, per test (tests update the agent)."""
+    return solo_rollout(_cfg(lr=1e-2))
+
+
+def solo_rollout(cfg):
+    """An agent on a tiny Qwen2.5 text model (config ``cfg``) and the prompt and completion of every row of one
+    real rollout of it (2 problems)."""
     adapter = create_adapter("tiny-qwen2.5")
     view = [to_text_problem(p) for p in generate_problems(2, seed=4)]
     agent = Agent("solo", adapter, adapter.load_model().train(), view, cfg)

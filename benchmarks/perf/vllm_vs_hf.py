@@ -79,7 +79,7 @@ def worker(engine_name: str, size: str, args: argparse.Namespace) -> None:
 
     from corl_vl.data.synth import generate_problems, to_text_problem
     from corl_vl.paths import configure_cache_env
-    from corl_vl.rollout import create_engine
+    from corl_vl.rollout import create_engine, parameter_count
     from corl_vl.train.parallel import AgentPhases
     from model_adapters.registry import create_adapter
 
@@ -94,7 +94,7 @@ def worker(engine_name: str, size: str, args: argparse.Namespace) -> None:
     build_s = time.perf_counter() - t0
     phases = AgentPhases(args.agents, parallel=all(getattr(e, "thread_safe", False) for e in engines))
     problems = [to_text_problem(p) for p in generate_problems(args.problems, seed=0)]
-    params = sum(p.numel() for p in models[0].parameters())
+    params = parameter_count(models[0])
     proto.write(json.dumps({"ready": True, "params": params, "build_s": build_s}) + "\n")
     proto.flush()
     for i, line in enumerate(sys.stdin):

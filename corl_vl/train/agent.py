@@ -91,15 +91,16 @@ class Agent:
         if engine is None:
             kind, why = resolve_engine(cfg.rollout.engine, model, vllm_min_params=cfg.rollout.vllm_min_params)
             _log.info("agent %s: rollout engine %s (%s)", name, kind, why)
-        self.engine = engine or create_engine(
-            kind,
-            adapter,
-            model,
-            batch_size=cfg.rollout.batch_size,
-            kv_cache_memory_bytes=cfg.rollout.kv_cache_memory_bytes,
-            gpu_memory_utilization=cfg.rollout.gpu_memory_utilization,
-            sleep_between_phases=cfg.rollout.sleep_between_phases,
-        )
+            engine = create_engine(
+                kind,
+                adapter,
+                model,
+                batch_size=cfg.rollout.batch_size,
+                kv_cache_memory_bytes=cfg.rollout.kv_cache_memory_bytes,
+                gpu_memory_utilization=cfg.rollout.gpu_memory_utilization,
+                sleep_between_phases=cfg.rollout.sleep_between_phases,
+            )
+        self.engine = engine
         self._engine_asleep = False  # engines start awake, holding the weights the trainer starts from
         self._engine_stale = False
         self.sync_seconds = 0.0  # time spent in weight syncs since the last take_sync_seconds()
