@@ -2,10 +2,11 @@
 
 The Python API for scripting experiments (the README has a worked example)::
 
-    config = corl_vl.load_config("cohort.yaml", ["train.max_steps=50"])
-    cohort = corl_vl.build_cohort(config)
-    run = corl_vl.fit(cohort, corl_vl.standard_callbacks(cohort, "runs/scripted"))
-    print(corl_vl.evaluate(cohort, corl_vl.validation_problems("synthetic", "test", limit=64)))
+    config = corl_vl.load_config("cohort.yaml", ["train.max_steps=50"])   # or corl_vl.demo_config()
+    run = corl_vl.train(config)            # the recipe behind `corl-vl train` (run folder, checkpoints …)
+    print(corl_vl.evaluate(run.cohort, corl_vl.validation_problems("synthetic", "test", limit=64)))
+
+Lower level: ``build_cohort(config)`` and ``fit(cohort, callbacks)`` are the recipe's own parts.
 
 Names are imported on first use, so ``import corl_vl`` (and the CLI's start) stays fast: torch and the models
 load only when a cohort is built.
@@ -24,7 +25,10 @@ _EXPORTS = {
     "load_config": "corl_vl.config",
     "config_from_dict": "corl_vl.config",
     "Cohort": "corl_vl.train.cohort",
-    "build_cohort": "corl_vl.api",
+    "build_cohort": "corl_vl.recipe",
+    "train": "corl_vl.recipe",
+    "demo_config": "corl_vl.experiment",
+    "pair_config": "corl_vl.config",
     "evaluate": "corl_vl.api",
     "fit": "corl_vl.train.loop",
     "Callback": "corl_vl.train.loop",

@@ -11,27 +11,19 @@ K, lengths and prompts per step in their YAML.
 from __future__ import annotations
 
 import dataclasses
-import datetime
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from corl_vl.answers.voting import TIE_POLICIES
+from corl_vl.config_compat import MOVED_KEYS, migrate
+from corl_vl.config_validation import check_choices, check_experiment, check_template_date
 from corl_vl.errors import CorlError
-from corl_vl.rewards.registry import REWARDS
-from corl_vl.rewards.reliability import WEIGHTINGS
-from corl_vl.rollout import ENGINES
-from corl_vl.train.objectives import ADVANTAGES, LOSS_TYPES
 from corl_vl.typed_yaml import build_dataclass, set_path
 
-# the choices of every name-valued key come from the table that implements them (one source of truth)
-TOPOLOGIES = ("mutual", "ring", "all_peers", "graph")
-GROUP_NORMALISED = ("grpo", "dr_grpo")  # advantages centred on the group mean: need k ≥ 2 completions
-PEER_REWARDS = ("hard", "soft")
-REPORT_TO = ("tensorboard", "wandb", "none")  # metrics.jsonl is always written
-SELECT_BEST = ("none", "peer_agreement", "accuracy")  # see corl_vl.train.validation
+log = logging.getLogger("corl_vl.config")
 
 
 @dataclass
@@ -60,13 +52,20 @@ class AgentConfig:
 
 
 @dataclass
-class TopologyConfig:
-    """Who supervises whom (see :mod:`corl_vl.rewards.topology`)."""
+class RewardConfig:
+    """What each agent is rewarded by (``--baseline`` sets ``name``) and, for peer rewards, how votes become
+    labels (:mod:`corl_vl.rewards.topology`, :mod:`corl_vl.rewards.supervision`)."""
 
-    kind: str = "mutual"  # mutual (N=2) | ring | all_peers | graph
+    name: str = (
+        "co_rl"  # a registered reward: co_rl | ttrl | intuitor | rent | empo | gt | co_rewarding_i | …
+    )
+    peer_reward: str = (
+        "hard"  # co_rl: hard (1 if = label) | soft (weighted share of peer votes for the answer)
+    )
+    topology: str = "mutual"  # who supervises whom: mutual (N=2) | ring | all_peers | graph
     edges: dict[str, list[str]] = field(default_factory=dict)  # graph: agent → its supervisors
-    min_share: float = 0.0  # no label when the top answer's vote share is below this
     ties: str = "none"  # what a tie gives: "none" (no label) or "first"
+    min_share: float = 0.0  # no label when the top answer's vote share is below this
     # how much each supervisor's vote counts: uniform | agreement | dawid_skene (log-odds of label-free
     # reliability, corl_vl.rewards.reliability); min_weight_share: no label below this weighted winning share
     weighting: str = "uniform"
@@ -134,10 +133,6 @@ class TrainConfig:
     seed: int = 0
     save_every: int = 0  # 0 → only at the end
     output_dir: str = "runs/cohort"
-    reward: str = "co_rl"  # co_rl | ttrl | intuitor | rent | empo | gt
-    peer_reward: str = (
-        "hard"  # co_rl: hard (1 if = label) | soft (weighted share of peer votes for the answer)
-    )
     gradient_checkpointing: bool = False
     # log the policy's entropy over every completion: one extra no-grad forward per agent and step (RENT and
     # Intuitor run that pass anyway, and then it is always logged)
@@ -180,15 +175,56 @@ class EvalConfig:
 
 
 @dataclass
+class HeldoutConfig:
+    """An experiment's held-out yardstick: greedy accuracy per skill on synthetic test problems."""
+
+    per_skill: int = 64
+    seed: int = 0
+    max_new_tokens: int = 10
+    every: int = 0  # also evaluate every N steps (0: before and after only)
+
+
+@dataclass
+class ExperimentConfig:
+    """Optional: the agents start from warm-started bases (each strong on its own skills, labelled problems,
+    built once and cached) and train on synthetic problems of those skills (:mod:`corl_vl.experiment`).
+
+    Why: random tiny models never answer, so a cohort of them gets no labels and trains nothing; warm-started
+    bases answer, disagree where their skills differ, and learn from each other (``corl-vl demo``)."""
+
+    # skill_sets: one list of strong skills per agent; the other keys are warm-start settings (WarmStartSpec)
+    warm_start: dict[str, Any] = field(default_factory=dict)
+    heldout: HeldoutConfig = field(default_factory=HeldoutConfig)
+    # agent name → its own warm-start changes; an agent whose skill set is [] is strong on every skill with
+    # these changes (e.g. a collapsed agent that always answers the same: target "\\boxed{{3}}")
+    agents: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def skill_sets(self) -> list[list[str]]:
+        return [list(group) for group in self.warm_start.get("skill_sets", [])]
+
+    @property
+    def skills(self) -> list[str]:
+        return [s for group in self.skill_sets for s in group]
+
+    @property
+    def text_view(self) -> bool:
+        """Problems shown as text (the picture in words) rather than pictures: one choice for the warm start,
+        the training problems and the held-out set alike."""
+        return bool(self.warm_start.get("text_view", True))
+
+
+@dataclass
 class CohortConfig:
     agents: list[AgentConfig] = field(default_factory=list)
-    topology: TopologyConfig = field(default_factory=TopologyConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
     data: DataConfig = field(default_factory=DataConfig)
     grpo: GrpoConfig = field(default_factory=GrpoConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    experiment: ExperimentConfig | None = None
 
     def agent_names(self) -> list[str]:
         return [a.name for a in self.agents]
@@ -198,12 +234,15 @@ class CohortConfig:
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> CohortConfig:
-    """Read a YAML cohort file, apply ``--set key=value`` overrides, validate."""
+    """Read a YAML config (a cohort, optionally with an ``experiment:`` section), apply ``--set key=value``
+    overrides, validate."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text())
     except FileNotFoundError:
         raise CorlError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise CorlError(f"{path}: is a folder; --config takes a YAML file") from None
     except yaml.YAMLError as err:
         line = getattr(getattr(err, "problem_mark", None), "line", None)
         where = f"{path}:{line + 1}" if line is not None else str(path)
@@ -212,13 +251,13 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> CohortC
         raw = {}
     if not isinstance(raw, dict):
         raise CorlError(f"{path}: the top level must be a mapping of sections (agents, grpo, train, …)")
-    cfg = build_dataclass(CohortConfig, raw, "", str(path))
+    cfg = build_dataclass(CohortConfig, migrate(raw, str(path)), "", str(path))
     return finalize(apply_overrides(cfg, overrides or []), str(path))
 
 
 def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> CohortConfig:
     """Same checks as :func:`load_config` for an in-memory mapping (tests, ``--pair``)."""
-    return finalize(build_dataclass(CohortConfig, raw, "", source), source)
+    return finalize(build_dataclass(CohortConfig, migrate(raw, source), "", source), source)
 
 
 def pair_config(presets: list[str], overrides: list[str] | None = None) -> CohortConfig:
@@ -228,7 +267,7 @@ def pair_config(presets: list[str], overrides: list[str] | None = None) -> Cohor
     names = _unique_names(presets)
     raw = {
         "agents": [{"name": n, "model": p} for n, p in zip(names, presets)],
-        "topology": {"kind": "mutual" if len(presets) == 2 else "ring"},
+        "reward": {"topology": "mutual" if len(presets) == 2 else "ring"},
     }
     cfg = build_dataclass(CohortConfig, raw, "", "--pair")
     return finalize(apply_overrides(cfg, overrides or []), "--pair")
@@ -241,6 +280,9 @@ def apply_overrides(cfg: CohortConfig, overrides: list[str]) -> CohortConfig:
         key = key.strip()
         if not sep or not key:
             raise CorlError(f"--set expects key=value, got '{item}'")
+        if key in MOVED_KEYS:
+            log.warning("--set %s is deprecated; use --set %s", key, MOVED_KEYS[key])
+            key = MOVED_KEYS[key]
         try:
             value = yaml.safe_load(text) if text.strip() else None
         except yaml.YAMLError:
@@ -262,29 +304,10 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
             raise bad(f"agents.{i}.model", "missing (a preset name or a checkpoint folder)")
         if not agent.name:
             agent.name = agent.model.rstrip("/").split("/")[-1]
-        _check_template_date(agent, f"agents.{i}", bad)
+        check_template_date(agent, f"agents.{i}", bad)
     names = cfg.agent_names()
     if len(set(names)) != len(names):
         raise bad("agents", f"agent names must be unique, got {names}")
-    choices = {
-        "train.reward": (cfg.train.reward, REWARDS),
-        "rollout.engine": (cfg.rollout.engine, ("auto", *ENGINES)),
-        "topology.kind": (cfg.topology.kind, TOPOLOGIES),
-        "topology.ties": (cfg.topology.ties, TIE_POLICIES),
-        "topology.weighting": (cfg.topology.weighting, WEIGHTINGS),
-        "train.peer_reward": (cfg.train.peer_reward, PEER_REWARDS),
-        "train.scheduler": (cfg.train.scheduler, ("cosine", "constant")),
-        "grpo.loss_type": (cfg.grpo.loss_type, LOSS_TYPES),
-        "grpo.advantage": (cfg.grpo.advantage, ADVANTAGES),
-        "eval.select_best": (cfg.eval.select_best, SELECT_BEST),
-        "distributed.backend": (cfg.distributed.backend, ("auto", "gloo", "nccl")),
-    }
-    for key, (value, allowed) in choices.items():
-        if value not in allowed:
-            raise bad(key, f"must be one of {', '.join(allowed)}, got '{value}'")
-    for sink in cfg.train.report_to:
-        if sink not in REPORT_TO:
-            raise bad("train.report_to", f"entries must be among {', '.join(REPORT_TO)}, got '{sink}'")
     positive = {
         "grpo.k": cfg.grpo.k,
         "grpo.max_new_tokens": cfg.grpo.max_new_tokens,
@@ -296,12 +319,6 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
     for key, value in positive.items():
         if value < 1:
             raise bad(key, f"must be ≥ 1, got {value}")
-    if cfg.grpo.k < 2 and cfg.grpo.advantage in GROUP_NORMALISED:
-        raise bad(
-            "grpo.k",
-            f"must be ≥ 2 with grpo.advantage={cfg.grpo.advantage}: rewards are centred within each problem's "
-            f"{cfg.grpo.k} completion(s), so a single completion always gets advantage 0 and nothing trains",
-        )
     if not 0 <= cfg.grpo.min_new_tokens <= cfg.grpo.max_new_tokens:
         raise bad(
             "grpo.min_new_tokens",
@@ -315,24 +332,23 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
         raise bad("grpo.top_p", f"must be in (0, 1], got {cfg.grpo.top_p}")
     if not 0 <= cfg.train.warmup_ratio < 1:
         raise bad("train.warmup_ratio", f"must be in [0, 1), got {cfg.train.warmup_ratio}")
-    peers = REWARDS[cfg.train.reward].uses_peers
-    if peers and len(cfg.agents) < 2:
-        raise bad("agents", "Co-RL needs at least two agents (use --baseline for a single model)")
-    if cfg.topology.kind == "mutual" and peers and len(cfg.agents) != 2:
-        raise bad(
-            "topology.kind", f"mutual needs exactly 2 agents, got {len(cfg.agents)} (use ring or all_peers)"
-        )
-    if not 0.0 <= cfg.topology.min_weight_share <= 1.0:
-        raise bad("topology.min_weight_share", f"must be in [0, 1], got {cfg.topology.min_weight_share}")
-    if not 0.0 <= cfg.topology.reliability_ema < 1.0:
-        raise bad("topology.reliability_ema", f"must be in [0, 1), got {cfg.topology.reliability_ema}")
-    dist = cfg.distributed
-    if dist.zero_stage not in (None, 2, 3):
-        raise bad("distributed.zero_stage", f"must be 2 or 3, got {dist.zero_stage}")
-    if cfg.topology.kind == "graph":
-        unknown = {n for k, v in cfg.topology.edges.items() for n in [k, *v]} - set(names)
+    if not 0.0 <= cfg.reward.min_weight_share <= 1.0:
+        raise bad("reward.min_weight_share", f"must be in [0, 1], got {cfg.reward.min_weight_share}")
+    if not 0.0 <= cfg.reward.reliability_ema < 1.0:
+        raise bad("reward.reliability_ema", f"must be in [0, 1), got {cfg.reward.reliability_ema}")
+    if cfg.distributed.zero_stage not in (None, 2, 3):
+        raise bad("distributed.zero_stage", f"must be 2 or 3, got {cfg.distributed.zero_stage}")
+    if cfg.reward.topology == "graph":
+        unknown = {n for k, v in cfg.reward.edges.items() for n in [k, *v]} - set(names)
         if unknown:
-            raise bad("topology.edges", f"unknown agent(s) {sorted(unknown)}; agents are {names}")
+            raise bad("reward.edges", f"unknown agent(s) {sorted(unknown)}; agents are {names}")
+    check_choices(cfg, bad)
+    if cfg.eval.select_best != "none" and cfg.eval.every < 1:
+        raise bad(
+            "eval.select_best", f"'{cfg.eval.select_best}' needs periodic validation: set eval.every ≥ 1"
+        )
+    if cfg.experiment is not None:
+        check_experiment(cfg, bad)
     return cfg
 
 
@@ -349,30 +365,8 @@ def _unique_names(presets: list[str]) -> list[str]:
     return names
 
 
-def _check_template_date(agent: AgentConfig, key: str, bad: Any) -> None:
-    """One place for the pinned date: the field, or ``adapter_kwargs.template_date``; YYYY-MM-DD."""
-    given = agent.adapter_kwargs.pop("template_date", None)
-    if given is not None:
-        given = given.isoformat() if isinstance(given, datetime.date) else str(given)
-        if agent.template_date not in (None, given):
-            raise bad(f"{key}.template_date", f"{agent.template_date} differs from adapter_kwargs ({given})")
-        agent.template_date = given
-    if agent.template_date is not None:
-        try:
-            datetime.date.fromisoformat(agent.template_date)
-        except ValueError:
-            raise bad(f"{key}.template_date", f"expected YYYY-MM-DD, got {agent.template_date!r}") from None
-
-
 def to_dict(cfg: CohortConfig) -> dict[str, Any]:
     """Plain-data form (written next to a run as ``config.yaml``)."""
     data = dataclasses.asdict(cfg)
     data["train"]["adam_betas"] = list(cfg.train.adam_betas)
     return data
-
-
-def save_config(cfg: CohortConfig, path: Path) -> None:
-    """Write ``config.yaml`` atomically (a full disk leaves the old file or none, never an empty one)."""
-    from corl_vl.io import write_text_atomic
-
-    write_text_atomic(path, yaml.safe_dump(to_dict(cfg), sort_keys=False))

@@ -35,3 +35,11 @@ def tiny_checkpoint():
     from model_adapters.tiny import ensure_tiny
 
     return ensure_tiny
+
+
+@pytest.fixture(scope="session")
+def demo_bases():
+    """The demo's warm-started bases (``corl_vl.demo_config()``), built once and cached."""
+    from corl_vl.experiment import demo_config, ensure_bases
+
+    return ensure_bases(demo_config(), log_every=0)

@@ -73,7 +73,7 @@ def config(
 
     raw = {
         "agents": [{"name": "qwen", "model": models[0]}, {"name": "llama", "model": models[1]}],
-        "topology": {"kind": "mutual"},
+        "reward": {"topology": "mutual"},
         "data": {"train": "synthetic", "limit": 4, "problems_per_step": problems_per_step},
         "grpo": {"k": 4, "max_new_tokens": 6, "micro_batch_size": 4},
         "rollout": {"batch_size": 8},

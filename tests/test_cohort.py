@@ -7,6 +7,7 @@ logprobs stay the model's real samples): that is controlled input to the reward,
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -86,7 +87,8 @@ def test_peer_rewards_from_forced_answers_and_both_towers_update(cohort):
         assert m["reward/mean"] == 0.25 and m["label/coverage"] == 1.0
         assert m["peer/agreement"] == 0.0  # each agent's own majority disagrees with its peer's
         assert m["groups/zero_std_frac"] == 0.0 and m["trained_rows"] == 8.0
-        assert m["grad_norm"] > 0 and m["loss"] != 0
+        # forced equal-length completions with zero-sum advantages: the token-mean loss is 0 by arithmetic
+        assert m["grad_norm"] > 0 and math.isfinite(m["loss"])
         assert m["length/max"] <= 6
     for agent in cohort.agents:
         vision, language = before[agent.name]
@@ -108,7 +110,7 @@ def test_no_label_means_no_update(cohort):
 
 
 def test_ttrl_baseline_through_the_same_loop():
-    cohort = Cohort.from_config(load_config(TINY_COHORT, [*TINY, "train.reward=ttrl"]))
+    cohort = Cohort.from_config(load_config(TINY_COHORT, [*TINY, "reward.name=ttrl"]))
     qwen, internvl = cohort.agents
     qwen.engine = ForcedTexts(qwen.engine, boxed(3, 5, 5, 5))
     internvl.engine = ForcedTexts(internvl.engine, boxed(3, 3, 3, 5))

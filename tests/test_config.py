@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
-from corl_vl.config import CohortConfig, config_from_dict, load_config, pair_config
+from corl_vl.config import CohortConfig, apply_overrides, config_from_dict, load_config, pair_config, to_dict
 from corl_vl.errors import CorlError
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -45,7 +46,7 @@ def test_paper_hyperparameters_in_pairs():
     text = load_config(CONFIGS / "pairs/qwen2.5-3b_llama-3.2-3b.yaml")
     assert (text.grpo.k, text.grpo.max_new_tokens, text.data.problems_per_step) == (8, 1024, 16)
     ring = load_config(CONFIGS / "pairs/ring3_qwen2.5-3b_llama-3.2-3b_qwen3-1.7b.yaml")
-    assert ring.topology.kind == "ring" and len(ring.agents) == 3
+    assert ring.reward.topology == "ring" and len(ring.agents) == 3
     plus = load_config(CONFIGS / "pairs/different-family-plus_rephrased.yaml")
     assert [a.data_view for a in plus.agents] == [None, "data/math-l3-5-rephrased"]
 
@@ -70,7 +71,7 @@ def test_overrides_are_typed():
         ("grpo.epsilom=0.3", "unknown key 'epsilom'"),
         ("grpo.k=four", "grpo.k: expected int"),
         ("grpo.k=0", "grpo.k: must be ≥ 1"),
-        ("train.reward=magic", "train.reward: must be one of"),
+        ("reward.name=magic", "reward.name: must be one of"),
         ("rollout.engine=sglang", "rollout.engine"),
         ("agents.7.lr=1", "no element '7'"),
         ("train.seed", "expects key=value"),
@@ -109,13 +110,78 @@ def test_cross_field_checks():
     with pytest.raises(CorlError, match="names must be unique"):
         config_from_dict({"agents": [{"name": "a", "model": "m"}, {"name": "a", "model": "n"}]})
     with pytest.raises(CorlError, match=r"unknown agent\(s\) \['z'\]"):
-        config_from_dict({**three, "topology": {"kind": "graph", "edges": {"a": ["z"]}}})
+        config_from_dict({**three, "reward": {"topology": "graph", "edges": {"a": ["z"]}}})
 
 
 def test_pair_config():
     cfg = pair_config(["tiny-qwen2.5", "tiny-llama3", "tiny-qwen3"], ["grpo.k=2"])
     assert cfg.agent_names() == ["tiny-qwen2.5", "tiny-llama3", "tiny-qwen3"]
-    assert cfg.topology.kind == "ring" and cfg.grpo.k == 2
+    assert cfg.reward.topology == "ring" and cfg.grpo.k == 2
     assert pair_config(["tiny-qwen2.5", "tiny-qwen2.5"]).agent_names() == ["tiny-qwen2.5", "tiny-qwen2.5-2"]
     with pytest.raises(CorlError, match="--pair needs"):
         pair_config(["tiny-qwen2.5"])
+
+
+def test_old_reward_keys_load_with_one_warning_each(caplog):
+    """train.reward / train.peer_reward / topology.* moved into the reward section; old files and --set keys
+    still load into the same config."""
+    agents = [{"name": "a", "model": "m"}, {"name": "b", "model": "n"}, {"name": "c", "model": "o"}]
+    old = {
+        "agents": agents,
+        "topology": {"kind": "all_peers", "weighting": "agreement", "ties": "first"},
+        "train": {"reward": "co_rl", "peer_reward": "soft", "lr": 2e-6},
+    }
+    new = {
+        "agents": agents,
+        "reward": {"name": "co_rl", "topology": "all_peers", "weighting": "agreement", "ties": "first"},
+        "train": {"lr": 2e-6},
+    }
+    new["reward"]["peer_reward"] = "soft"
+    with caplog.at_level("WARNING", logger="corl_vl"):
+        migrated = config_from_dict(old)
+    assert to_dict(migrated) == to_dict(config_from_dict(new))
+    moved = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
+    assert len(moved) == 5 and any("'topology.kind' is deprecated; use 'reward.topology'" in m for m in moved)
+    cfg = apply_overrides(config_from_dict(new), ["train.reward=ttrl", "topology.kind=ring"])
+    assert (cfg.reward.name, cfg.reward.topology) == ("ttrl", "ring")
+    with pytest.raises(CorlError, match=r"train\.reward and reward\.name disagree"):
+        config_from_dict({**old, "reward": {"name": "ttrl"}})
+
+
+def test_old_experiment_layout_loads_as_the_experiment_section(tmp_path):
+    root = CONFIGS.parent
+    current = load_config(root / "configs/demo.yaml")
+    new = yaml.safe_load((root / "configs/demo.yaml").read_text())
+    old = {
+        "warm_start": new["experiment"]["warm_start"],
+        "heldout": new["experiment"]["heldout"],
+        "cohort": {k: v for k, v in new.items() if k != "experiment"},
+    }
+    old["cohort"]["topology"] = {"kind": old["cohort"].pop("reward")["topology"]}
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(old))
+    assert to_dict(load_config(path)) == to_dict(current)
+
+
+def test_experiment_section_is_checked_before_models_load():
+    base = {"agents": [{"name": "a", "model": "tiny-qwen2.5-vl"}, {"name": "b", "model": "tiny-internvl3.5"}]}
+    cases = [
+        ({"warm_start": {"skill_sets": [["figure_color"]]}}, "1 skill sets for 2 agents"),
+        ({"warm_start": {"skill_sets": [["figure_color"], []]}}, "agent b has no skills"),
+        (
+            {"warm_start": {"skill_sets": [["figure_color"], ["ground_color"]], "stepz": 3}},
+            "warm_start.stepz",
+        ),
+        (
+            {
+                "warm_start": {"skill_sets": [["figure_color"], ["ground_color"]]},
+                "agents": {"zed": {"steps": 1}},
+            },
+            "experiment.agents.zed: no such agent",
+        ),
+    ]
+    for experiment, match in cases:
+        with pytest.raises(CorlError, match=match):
+            config_from_dict({**base, "experiment": experiment})
+    with pytest.raises(CorlError, match=r"select_best.*set eval\.every"):
+        config_from_dict({**base, "eval": {"select_best": "peer_agreement"}})

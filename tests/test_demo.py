@@ -15,8 +15,8 @@ def test_demo_fast_runs_end_to_end(tmp_path, capsys):
     from corl_vl.paths import project_root
 
     config = yaml.safe_load((project_root() / DEFAULT_CONFIG).read_text())
-    (strong_q,), (strong_i,) = config["warm_start"]["skill_sets"]
-    assert config["warm_start"]["text_view"] is False  # the main job shows the models pictures
+    (strong_q,), (strong_i,) = config["experiment"]["warm_start"]["skill_sets"]
+    assert config["experiment"]["warm_start"]["text_view"] is False  # the main job shows the models pictures
     out = tmp_path / "demo"
     assert main(["demo", "--fast", "--max-steps", "1", "--output-dir", str(out), "--no-progress"]) == 0
     printed = capsys.readouterr().out
@@ -36,12 +36,20 @@ def test_demo_fast_runs_end_to_end(tmp_path, capsys):
         assert (out / "plots" / f"example_{skill}.png").stat().st_size > 0
 
 
-def test_demo_and_toy_share_the_warm_start_recipe():
+def test_demo_toy_first_run_and_tiny_pair_share_the_warm_start_recipe():
+    """``corl-vl demo``, the toy benchmark, ``train --config configs/demo.yaml``, ``corl_vl.demo_config()`` and
+    ``--pair tiny-…`` start from the same warm-started bases (one cache entry)."""
     from corl_vl.cli.demo import DEFAULT_CONFIG
+    from corl_vl.config import load_config, pair_config, to_dict
+    from corl_vl.experiment import demo_config, tiny_pair_experiment, warm_start_specs
     from corl_vl.paths import project_root
 
     root = project_root()
-    demo = yaml.safe_load((root / DEFAULT_CONFIG).read_text())
-    toy = yaml.safe_load((root / "configs/science/toy.yaml").read_text())
-    assert demo["warm_start"] == toy["warm_start"]
-    assert demo["cohort"]["agents"] == toy["cohort"]["agents"]
+    configs = [
+        load_config(root / f) for f in (DEFAULT_CONFIG, "configs/science/toy.yaml", "configs/demo.yaml")
+    ]
+    configs.append(demo_config())
+    configs.append(tiny_pair_experiment(pair_config(["tiny-qwen2.5-vl", "tiny-internvl3.5"])))
+    keys = {tuple(spec.key() for spec in warm_start_specs(cfg)) for cfg in configs}
+    assert len(keys) == 1
+    assert to_dict(load_config(root / "configs/demo.yaml")) == to_dict(demo_config())

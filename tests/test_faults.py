@@ -334,7 +334,7 @@ def test_data_errors_are_found_before_models_load(tmp_path, monkeypatch, problem
         data.write_text(
             "".join(json.dumps({"id": f"q{i}", "question": f"{i} + 1 = ?"}) + "\n" for i in range(4))
         )
-        overrides, match = [f"data.train={data}", "train.reward=gt"], "needs a gold answer .* 4 of 4"
+        overrides, match = [f"data.train={data}", "reward.name=gt"], "needs a gold answer .* 4 of 4"
     cfg = load_config(TINY_COHORT, [*TINY, *overrides, f"train.output_dir={out}"])
     with pytest.raises(CorlError, match=match):
         train(cfg, progress=False)
@@ -391,7 +391,7 @@ def test_resume_accepts_settings_a_newer_version_added(trained_run, tmp_path):
     """A run recorded before a setting existed resumes when that setting keeps its default."""
     run = _copy(trained_run, tmp_path)
     record = yaml.safe_load((run / "config.yaml").read_text())
-    del record["grpo"]["epsilon_high"], record["topology"]["ties"]
+    del record["grpo"]["epsilon_high"], record["reward"]["ties"]
     (run / "config.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
     train(_resume_config(run), resume=True, progress=False, build=_builder())
     (entry,) = yaml.safe_load((run / "config.yaml").read_text())["history"]

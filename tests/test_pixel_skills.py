@@ -12,7 +12,7 @@ import pytest
 from corl_vl.data.pixel_skills import PIXEL_SIZE, PIXEL_SKILLS, QUADRANTS
 from corl_vl.data.synth import generate_problems, get_skill
 from corl_vl.data.synth_skills import SHAPE_COLORS
-from corl_vl.science.heldout import blank_images
+from corl_vl.eval.greedy import blank_images
 
 N = 40  # problems per skill
 

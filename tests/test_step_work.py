@@ -26,7 +26,7 @@ from model_adapters.registry import create_adapter
 def _cfg(agents=("tiny-qwen2.5",), reward="rent", **sections):
     raw = {
         "agents": [{"name": f"a{i}", "model": m} for i, m in enumerate(agents)],
-        "topology": {"kind": "mutual" if len(agents) == 2 else "ring"},
+        "reward": {"topology": "mutual" if len(agents) == 2 else "ring"},
         "data": {"limit": 4, "problems_per_step": 2},
         "grpo": {"k": 4, "max_new_tokens": 6, "micro_batch_size": 3, **sections.pop("grpo", {})},
         "train": {

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from corl_vl.errors import CorlError
-from corl_vl.science.heldout import evaluate, heldout_problems
+from corl_vl.eval.greedy import evaluate, heldout_problems
 from corl_vl.science.warm_start import (
     WarmStartSpec,
     complementary_specs,

@@ -25,7 +25,7 @@ PAIR = "tiny-qwen2.5-vl,tiny-internvl3.5,tiny-gemma3"
 
 
 def _cohort(weighting: str) -> Cohort:
-    cfg = config_from_dict({"agents": AGENTS, "topology": {"kind": "all_peers", "weighting": weighting}})
+    cfg = config_from_dict({"agents": AGENTS, "reward": {"topology": "all_peers", "weighting": weighting}})
     cfg = apply_overrides(cfg, TINY)
     cohort = Cohort.from_config(cfg)
     qwen, internvl, gemma = cohort.agents
@@ -65,32 +65,30 @@ def test_dawid_skene_weighting_stops_a_collapsed_agent_from_outvoting_a_good_one
 
 def test_soft_peer_reward_pays_the_weighted_share(uniform_and_weighted):
     cohort = uniform_and_weighted[0]
-    cohort.cfg.train.peer_reward = "soft"
+    cohort.cfg.reward.peer_reward = "soft"
     try:
         cohort.step()
     finally:
-        cohort.cfg.train.peer_reward = "hard"
+        cohort.cfg.reward.peer_reward = "hard"
     # qwen's supervisors: internvl (5, 5, 5, 5) and gemma (3, 3, 3, 3), equal weights: 5 and 3 each hold 1/2,
     # qwen's 2 gets nothing (no supervisor said it) — soft rewards need no tie-break
     assert all(r == [0.5, 0.5, 0.5, 0.0] for r in cohort.last[0].rewards.values())
 
 
 def test_unknown_weighting_is_one_clear_error():
-    with pytest.raises(
-        CorlError, match=r"topology\.weighting: must be one of uniform, agreement, dawid_skene"
-    ):
-        config_from_dict({"agents": AGENTS, "topology": {"kind": "all_peers", "weighting": "oracle"}})
-    with pytest.raises(CorlError, match=r"topology\.min_weight_share"):
-        config_from_dict({"agents": AGENTS, "topology": {"kind": "all_peers", "min_weight_share": 1.5}})
+    with pytest.raises(CorlError, match=r"reward\.weighting: must be one of uniform, agreement, dawid_skene"):
+        config_from_dict({"agents": AGENTS, "reward": {"topology": "all_peers", "weighting": "oracle"}})
+    with pytest.raises(CorlError, match=r"reward\.min_weight_share"):
+        config_from_dict({"agents": AGENTS, "reward": {"topology": "all_peers", "min_weight_share": 1.5}})
 
 
 def test_cli_trains_a_three_agent_cohort_with_dawid_skene_weights(tmp_path, capsys):
     out = tmp_path / "run"
     sets = [
         *TINY,
-        "topology.kind=all_peers",
-        "topology.weighting=dawid_skene",
-        "topology.min_weight_share=0.3",
+        "reward.topology=all_peers",
+        "reward.weighting=dawid_skene",
+        "reward.min_weight_share=0.3",
     ]
     argv = ["train", "--pair", PAIR, "--max-steps", "1", "--output-dir", str(out), "--no-progress"]
     for s in sets:
@@ -106,13 +104,13 @@ def test_cli_trains_a_three_agent_cohort_with_dawid_skene_weights(tmp_path, caps
 
 
 def test_reliability_is_tracked_per_tag_with_the_overall_value_as_fallback():
+    from corl_vl.rewards.supervision import Supervision
     from corl_vl.rewards.topology import all_peers
-    from corl_vl.train.supervision import Supervision
 
     cfg = config_from_dict(
         {
             "agents": AGENTS,
-            "topology": {"kind": "all_peers", "weighting": "agreement", "reliability_tag": "skill"},
+            "reward": {"topology": "all_peers", "weighting": "agreement", "reliability_tag": "skill"},
         }
     )
     sup = Supervision(cfg, all_peers(3), ["qwen", "internvl", "gemma"])

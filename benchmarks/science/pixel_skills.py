@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from corl_vl.data.synth import generate_problems
-    from corl_vl.science.heldout import blank_images, evaluate
+    from corl_vl.eval.greedy import blank_images, evaluate
     from corl_vl.science.warm_start import WarmStartSpec, train_warm_start
 
     torch.set_num_threads(1)

@@ -21,60 +21,38 @@ sample accuracy), ``labels.png`` (pseudo-label accuracy each weighting would giv
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import shlex
+import shutil
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from corl_vl.config import apply_overrides  # noqa: E402
 from corl_vl.paths import configure_cache_env  # noqa: E402
 
 ARMS: dict[str, tuple[str, list[str]]] = {
-    "ring": ("co_rl", ["topology.kind=ring"]),
-    "uniform": ("co_rl", ["topology.kind=all_peers", "topology.weighting=uniform"]),
-    "agreement": ("co_rl", ["topology.kind=all_peers", "topology.weighting=agreement"]),
-    "dawid_skene": ("co_rl", ["topology.kind=all_peers", "topology.weighting=dawid_skene"]),
+    "ring": ("co_rl", ["reward.topology=ring"]),
+    "uniform": ("co_rl", ["reward.topology=all_peers", "reward.weighting=uniform"]),
+    "agreement": ("co_rl", ["reward.topology=all_peers", "reward.weighting=agreement"]),
+    "dawid_skene": ("co_rl", ["reward.topology=all_peers", "reward.weighting=dawid_skene"]),
     "ttrl": ("ttrl", []),
     "gt": ("gt", []),
     # extra arm (not in the default list): Dawid–Skene weights with the soft peer reward
     "dawid_skene_soft": (
         "co_rl",
-        ["topology.kind=all_peers", "topology.weighting=dawid_skene", "train.peer_reward=soft"],
+        ["reward.topology=all_peers", "reward.weighting=dawid_skene", "reward.peer_reward=soft"],
     ),
 }
 DEFAULT_ARMS = ["ring", "uniform", "agreement", "dawid_skene", "ttrl", "gt"]
 WEIGHTINGS = ("uniform", "agreement", "dawid_skene")
-
-
-def load(path: Path) -> tuple[Any, dict[str, Any]]:
-    """The experiment (agents 0..1 complementary, the last agent collapsed) and the collapsed agent's changes."""
-    from corl_vl.science.toy import Experiment
-
-    raw = yaml.safe_load(path.read_text())
-    ws = dict(raw["warm_start"])
-    sets = ws.pop("skill_sets")
-    exp = Experiment(
-        cohort=raw["cohort"], skill_sets=[*sets, []], warm_start=ws, heldout=raw.get("heldout") or {},
-        source=str(path),
-    )  # fmt: skip
-    return exp, dict(raw.get("collapsed") or {})
-
-
-def bases(exp: Any, collapsed: dict[str, Any]) -> list[Path]:
-    from corl_vl.science.warm_start import WarmStartSpec, complementary_specs, ensure_warm_start
-
-    models = [a["model"] for a in exp.cohort["agents"]]
-    specs = complementary_specs(models[:-1], exp.skill_sets[:-1], **exp.warm_start)
-    last = WarmStartSpec(model=models[-1], strong_skills=tuple(exp.skills), **{**exp.warm_start, **collapsed})
-    return [ensure_warm_start(s, log_every=50) for s in [*specs, last]]
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -103,20 +81,25 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from corl_vl.science.toy import build_cohort, cohort_config, heldout_set, run_with_heldout, train_problems
+    from corl_vl.config import load_config
+    from corl_vl.experiment import ensure_bases, heldout_set
+    from corl_vl.recipe import train
     from corl_vl.science.warm_start import warm_start_record
 
     torch.set_num_threads(1)
     t_start = time.perf_counter()
-    exp, collapsed = load(Path(args.config))
-    paths = bases(exp, collapsed)
-    heldout = heldout_set(exp)
-    h = exp.heldout
+    base_overrides = ["train.plot=false", "train.report_to=[none]"]
+    if args.steps:
+        base_overrides.append(f"train.max_steps={args.steps}")
+    cfg = load_config(args.config, base_overrides)
+    exp = cfg.experiment
+    paths = ensure_bases(cfg)
+    heldout = heldout_set(cfg)
     previous = json.loads(result_path.read_text()) if args.skip_done and result_path.exists() else None
     result: dict[str, Any] = {
         "config": str(Path(args.config).resolve().relative_to(ROOT)),
         "skill_sets": exp.skill_sets,
-        "agents": [a["name"] for a in exp.cohort["agents"]],
+        "agents": cfg.agent_names(),
         "warm_start": [warm_start_record(p) for p in paths],
         "heldout_n": len(heldout),
         "runs": list(previous["runs"]) if previous else [],
@@ -128,14 +111,12 @@ def main(argv: list[str] | None = None) -> int:
             if (arm, seed) in done:
                 continue
             reward, overrides = ARMS[arm]
-            overrides = [*overrides, *([f"train.max_steps={args.steps}"] if args.steps else [])]
-            cfg = cohort_config(exp, paths, reward=reward, seed=seed, overrides=overrides)
-            cohort = build_cohort(cfg, train_problems(cfg, exp.skills, text_view=exp.text_view))
+            folder = out / "runs" / f"{arm}-seed{seed}"
+            shutil.rmtree(folder, ignore_errors=True)
+            own = [*overrides, f"reward.name={reward}", f"train.seed={seed}", f"train.output_dir={folder}"]
             t0 = time.perf_counter()
-            rec = run_with_heldout(
-                cohort, heldout, steps=cfg.train.max_steps, every=int(h.get("every", 0)),
-                max_new_tokens=int(h.get("max_new_tokens", 10)),
-            )  # fmt: skip
+            run = train(apply_overrides(copy.deepcopy(cfg), own), progress=False)
+            rec = {"evals": run.evals, "metrics": run.history, "seconds": time.perf_counter() - t0}
             result["runs"].append({"method": arm, "seed": seed, **rec})
             result["seconds"] += time.perf_counter() - t0
             write_json(result_path, result)
@@ -145,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                 + "  ".join(f"{a}: {last[a]['per_skill']}" for a in result["agents"]),
                 flush=True,
             )
-            del cohort
+            del run
     report(result, out)
     cmd = "OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python " + " ".join(shlex.quote(a) for a in sys.argv)
     (out / "command.txt").write_text(

@@ -21,9 +21,11 @@ relative weight change per tower, accuracy with blanked pictures, κ between the
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.science.toy_report import METHODS, evidence, plot_curves, plot_labels, table  # noqa: E402
 from corl_vl.paths import configure_cache_env  # noqa: E402
+from corl_vl.train.loop import Callback  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,29 +66,33 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from corl_vl.science.toy import load_experiment
+    from corl_vl.config import load_config
 
     torch.set_num_threads(1)
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    exp = load_experiment(args.config)
+    overrides = ["train.plot=false", "train.save_every=0", "train.report_to=[none]"]
     if args.text_view:
-        exp.warm_start["text_view"] = True
+        overrides.append("experiment.warm_start.text_view=true")
     if args.heldout:
-        exp.heldout["per_skill"] = args.heldout
+        overrides.append(f"experiment.heldout.per_skill={args.heldout}")
     if args.every is not None:
-        exp.heldout["every"] = args.every
+        overrides.append(f"experiment.heldout.every={args.every}")
+    if args.steps:
+        overrides.append(f"train.max_steps={args.steps}")
+    cfg = load_config(args.config, overrides)
+    exp = cfg.experiment
     bases_records: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
 
     def save(final: bool = False) -> str:
         """Write everything measured so far (an interrupted grid still leaves honest partial results)."""
         result = {
-            "config": exp.source,
+            "config": args.config,
             "text_view": exp.text_view,
             "skill_sets": exp.skill_sets,
-            "agents": [a["name"] for a in exp.cohort["agents"]],
+            "agents": cfg.agent_names(),
             "heldout_n": bases_records[0]["heldout_n"],
             "bases": bases_records,
             "runs": runs,
@@ -96,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         return write_report(result, out, f"{_command()}\n# wall time: {result['seconds']:.0f} s\n{status}")
 
     for base_seed in args.base_seeds:
-        run_base(exp, base_seed, args, t_start, bases_records, runs, save)
+        run_base(cfg, base_seed, args, t_start, bases_records, runs, save)
     print(save(final=True))
     print(f"wall time {time.perf_counter() - t_start:.0f} s; results in {out}")
     return 0
@@ -133,7 +140,7 @@ def write_report(result: dict[str, Any], out: Path, command: str) -> str:
 
 
 def run_base(
-    exp: Any,
+    cfg: Any,
     base_seed: int,
     args: argparse.Namespace,
     t_start: float,
@@ -141,27 +148,25 @@ def run_base(
     runs: list[dict[str, Any]],
     save: Callable[[], Any],
 ) -> None:
-    """Build (or load) the bases of one warm-start seed, describe them, and run every RL seed × method on them."""
+    """Build (or load) the bases of one warm-start seed, describe them, and run every RL seed × method on them
+    through the training recipe (corl_vl.recipe.train)."""
+    from corl_vl.config import apply_overrides
+    from corl_vl.eval.greedy import blank_images, evaluate_checkpoint
+    from corl_vl.experiment import ensure_bases, heldout_set
+    from corl_vl.recipe import train
     from corl_vl.science.diagnostics import pair_stats
-    from corl_vl.science.heldout import blank_images, evaluate_checkpoint
-    from corl_vl.science.toy import (
-        build_cohort,
-        cohort_config,
-        ensure_bases,
-        evaluate_cohort,
-        heldout_set,
-        run_with_heldout,
-        train_problems,
-    )
-    from corl_vl.science.vision_use import relative_change, snapshot
     from corl_vl.science.warm_start import warm_start_record
 
-    h = exp.heldout
-    max_new = int(h.get("max_new_tokens", 10))
-    bases = ensure_bases(exp, log_every=100, seed=base_seed, init_seed=base_seed)
-    heldout = heldout_set(exp)
+    exp = cfg.experiment
+    seeded = apply_overrides(
+        copy.deepcopy(cfg),
+        [f"experiment.warm_start.seed={base_seed}", f"experiment.warm_start.init_seed={base_seed}"],
+    )
+    max_new = exp.heldout.max_new_tokens
+    bases = ensure_bases(seeded, log_every=100)
+    heldout = heldout_set(seeded)
     blank = blank_images(heldout) if not exp.text_view else None
-    agents = [a["name"] for a in exp.cohort["agents"]]
+    agents = cfg.agent_names()
     before = {a: evaluate_checkpoint(str(b), heldout, max_new_tokens=max_new) for a, b in zip(agents, bases)}
     blanked = {
         a: evaluate_checkpoint(str(b), blank, max_new_tokens=max_new).as_dict()
@@ -183,38 +188,65 @@ def run_base(
         "blanked": blanked,
         "kappa": kappa,
     }
-    print(f"[{time.perf_counter() - t_start:6.0f}s] bases {base_seed}: "
-          + "  ".join(f"{a}: {before[a].per_skill} blanked {blanked.get(a, {}).get('per_skill')}" for a in agents)
-          + f"  kappa {kappa['overall']['kappa']}", flush=True)  # fmt: skip
+    summary = "  ".join(
+        f"{a}: {before[a].per_skill} blanked {blanked.get(a, {}).get('per_skill')}" for a in agents
+    )
+    print(
+        f"[{time.perf_counter() - t_start:6.0f}s] bases {base_seed}: {summary}  kappa {kappa['overall']['kappa']}"
+    )
     bases_records.append(record)
     for seed in args.seeds:
         for method in args.methods:
-            overrides = [f"train.max_steps={args.steps}"] if args.steps else []
-            cfg = cohort_config(exp, bases, reward=method, seed=seed, overrides=overrides)
-            cohort = build_cohort(cfg, train_problems(cfg, exp.skills, text_view=exp.text_view))
-            start = {agent.name: snapshot(agent.model) for agent in cohort.agents}
-            rec = run_with_heldout(
-                cohort,
-                heldout,
-                steps=cfg.train.max_steps,
-                every=int(h.get("every", 0)),
-                max_new_tokens=max_new,
+            folder = Path(args.output_dir) / "runs" / f"bases{base_seed}-{method}-seed{seed}"
+            shutil.rmtree(folder, ignore_errors=True)
+            run_cfg = apply_overrides(
+                copy.deepcopy(seeded),
+                [f"reward.name={method}", f"train.seed={seed}", f"train.output_dir={folder}"],
             )
-            rec["weight_change"] = {
-                agent.name: relative_change(start[agent.name], agent.model) for agent in cohort.agents
+            probe = VisionProbe(blank, max_new)
+            started = time.perf_counter()
+            run = train(run_cfg, progress=False, callbacks=[probe])
+            rec = {
+                "evals": run.evals,
+                "metrics": run.history,
+                "seconds": time.perf_counter() - started,
+                "weight_change": probe.change,
+                "blanked_after": probe.blanked,
             }
-            rec["blanked_after"] = (
-                {k: v.as_dict() for k, v in evaluate_cohort(cohort, blank, max_new).items()} if blank else {}
-            )
             runs.append({"method": method, "seed": seed, "base_seed": base_seed, **rec})
             last = rec["evals"][-1]
             print(
                 f"[{time.perf_counter() - t_start:6.0f}s] bases {base_seed} {method} seed {seed}: "
-                + "  ".join(f"{a}: {last[a]['per_skill']}" for a in cfg.agent_names()),
+                + "  ".join(f"{a}: {last[a]['per_skill']}" for a in agents),
                 flush=True,
             )
-            del cohort
+            del run
             save()
+
+
+class VisionProbe(Callback):
+    """Each agent's relative weight change per part over the run, and its held-out accuracy on blanked pictures
+    after it (the evidence that the vision towers are used)."""
+
+    def __init__(self, blank: list[Any] | None, max_new_tokens: int) -> None:
+        self.blank, self.max_new_tokens = blank, max_new_tokens
+        self.start: dict[str, Any] = {}
+        self.change: dict[str, Any] = {}
+        self.blanked: dict[str, Any] = {}
+
+    def on_fit_start(self, run: Any) -> None:
+        from corl_vl.science.vision_use import snapshot
+
+        self.start = {agent.name: snapshot(agent.model) for agent in run.cohort.agents}
+
+    def on_fit_end(self, run: Any) -> None:
+        from corl_vl.experiment import evaluate_agents
+        from corl_vl.science.vision_use import relative_change
+
+        self.change = {a.name: relative_change(self.start[a.name], a.model) for a in run.cohort.agents}
+        if self.blank is not None:
+            results = evaluate_agents(run.cohort, self.blank, self.max_new_tokens)
+            self.blanked = {k: v.as_dict() for k, v in results.items()}
 
 
 if __name__ == "__main__":

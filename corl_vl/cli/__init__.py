@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -27,6 +29,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="Co-RL: label-free GRPO for cohorts of vision-language and language models.",
     )
     parser.add_argument("--version", action="version", version=f"corl-vl {__version__}")
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="how much corl-vl logs to stderr (default: info)",
+    )
+    parser.add_argument(
+        "--library-progress",
+        action="store_true",
+        help="show third-party progress bars (model loading, shard writing), hidden by default",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
@@ -37,9 +50,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def configure_logging(level: str, library_progress: bool = False) -> None:
+    """corl-vl's own log lines to stderr (``corl-vl: …``, warnings marked), third-party bars off unless asked."""
+    if not library_progress:
+        for name in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
+            os.environ.setdefault(name, "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    logger = logging.getLogger("corl_vl")
+    logger.setLevel(level.upper())
+    if not any(getattr(h, "_corl_vl", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_Format())
+        handler._corl_vl = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
+class _Format(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        level = "" if record.levelno < logging.WARNING else f"{record.levelname.lower()}: "
+        return f"corl-vl: {level}{record.getMessage()}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     configure_cache_env()
     args = build_parser().parse_args(argv)
+    configure_logging(args.log_level, args.library_progress)
     try:
         return int(args.func(args) or 0)
     except CorlError as err:

@@ -19,6 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from corl_vl.errors import CorlError
+
 DEFAULT_CONFIG = "configs/science/demo_warm.yaml"
 
 
@@ -54,7 +56,6 @@ FAST_STEPS = 2
 
 
 def _config_path(arg: str | None) -> Path:
-    from corl_vl.errors import CorlError
     from corl_vl.paths import project_root
 
     if arg:
@@ -78,62 +79,47 @@ def _free_dir(path: Path) -> Path:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    import torch
-
-    from corl_vl.cli.train import train
-    from corl_vl.science.toy import (
-        build_cohort,
-        cohort_config,
-        ensure_bases,
-        evaluate_cohort,
-        heldout_set,
-        load_experiment,
-        train_problems,
-    )
+    from corl_vl.config import load_config
+    from corl_vl.experiment import heldout_set
+    from corl_vl.recipe import train
 
     t0 = time.perf_counter()
-    exp = load_experiment(_config_path(args.config))
-    if args.text_view:
-        exp.warm_start["text_view"] = True
     out = _free_dir(Path(args.output_dir))
-    changes = FAST_WARM_START if args.fast else {}
-    sets = "; ".join(
-        f"{a['name']} strong on {', '.join(g)}" for a, g in zip(exp.cohort["agents"], exp.skill_sets)
-    )
-    view = "the pictures described in words (--text-view ablation)" if exp.text_view else "pictures"
-    print(f"problems are shown as {view}")
-    print(f"1/4 warm-starting the bases on labelled problems ({sets}; cached after the first run) …")
-    bases = ensure_bases(exp, log_every=50, **changes)
     overrides = [f"train.output_dir={out}", "train.plot=true"]
+    if args.fast:
+        overrides += [f"experiment.warm_start.{k}={v}" for k, v in FAST_WARM_START.items()]
+        overrides.append(f"experiment.heldout.per_skill={FAST_HELDOUT}")
+    if args.text_view:
+        overrides.append("experiment.warm_start.text_view=true")
     steps = args.max_steps or (FAST_STEPS if args.fast else None)
     if steps:
         overrides.append(f"train.max_steps={steps}")
-    cfg = cohort_config(exp, bases, reward="co_rl", seed=0, overrides=overrides)
-    heldout = heldout_set(exp, FAST_HELDOUT if args.fast else None)
-    max_new = int(exp.heldout.get("max_new_tokens", 10))
-    torch.manual_seed(cfg.train.seed)
-    cohort = build_cohort(cfg, train_problems(cfg, exp.skills, text_view=exp.text_view))
-    print(f"2/4 held-out accuracy BEFORE ({len(heldout)} test problems, greedy) …")
-    before = evaluate_cohort(cohort, heldout, max_new)
+    cfg = load_config(_config_path(args.config), overrides)
+    if cfg.experiment is None:
+        raise CorlError(f"{args.config}: the demo needs an experiment: section (warm start and held-out set)")
+    exp = cfg.experiment
+    view = "the pictures described in words (--text-view ablation)" if exp.text_view else "pictures"
+    print(f"problems are shown as {view}")
     print(
-        f"3/4 label-free Co-RL for {cfg.train.max_steps} steps (labels hidden; rewards = peers' majority) …"
+        f"label-free Co-RL for {cfg.train.max_steps} steps (labels hidden; rewards = peers' majority), held-out "
+        f"accuracy before and after ({len(heldout_set(cfg))} test problems, greedy) …"
     )
-    train(cfg, progress=not args.no_progress, build=lambda c, d: cohort)
-    print("4/4 held-out accuracy AFTER …")
-    after = evaluate_cohort(cohort, heldout, max_new)
+    run = train(cfg, progress=not args.no_progress)
+    names = [a.name for a in cfg.agents]
+    before, after = run.evals[0], run.evals[-1]
     record = {
         "skill_sets": exp.skill_sets,
-        "bases": [str(b) for b in bases],
-        "before": {k: v.as_dict() for k, v in before.items()},
-        "after": {k: v.as_dict() for k, v in after.items()},
+        "bases": [str(b) for b in _bases(cfg)],
+        "before": {k: before[k] for k in names},
+        "after": {k: after[k] for k in names},
         "steps": cfg.train.max_steps,
         "seconds": round(time.perf_counter() - t0, 1),
     }
     (out / "before_after.json").write_text(json.dumps(record, indent=1))
-    table = before_after_table(record, [a.name for a in cfg.agents])
+    table = before_after_table(record, names)
     (out / "before_after.md").write_text(table)
-    plot_before_after(record, [a.name for a in cfg.agents], out / "plots" / "heldout_before_after.png")
-    examples = save_examples(heldout, out / "plots")
+    plot_before_after(record, names, out / "plots" / "heldout_before_after.png")
+    examples = save_examples(heldout_set(cfg), out / "plots")
     print()
     print(table)
     plots = out / "plots"
@@ -148,6 +134,13 @@ def run(args: argparse.Namespace) -> int:
     if args.fast:
         print("(--fast: tiny warm start and few problems — a smoke run, the numbers mean nothing)")
     return 0
+
+
+def _bases(cfg: Any) -> list[Path]:
+    from corl_vl.experiment import warm_start_specs
+    from corl_vl.science.warm_start import warm_start_dir
+
+    return [warm_start_dir(spec) for spec in warm_start_specs(cfg)]
 
 
 def save_examples(problems: list[Any], folder: Path) -> list[Path]:

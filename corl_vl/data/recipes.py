@@ -105,6 +105,8 @@ def pair_data_defaults(models: list[str], overrides: list[str]) -> tuple[list[st
     if all(p is not None and p.tiny for p in presets):
         if "grpo.max_new_tokens" not in given:
             chosen.append("grpo.max_new_tokens=16")
+        if "train.lr" not in given:  # the demo's: the paper's 1e-6 barely moves a tiny random-width model
+            chosen.append("train.lr=2e-4")
         if "data.train" not in given:
             chosen.append("data.train=synthetic")
         note = f"--pair: tiny presets → {', '.join(chosen)} (--set to change)" if chosen else None

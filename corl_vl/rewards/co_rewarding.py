@@ -10,9 +10,31 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from corl_vl.answers.voting import Vote
 from corl_vl.data.problem import Problem
 from corl_vl.rewards.peer import Answers, Choices, peer_rewards
 from corl_vl.rewards.topology import mutual
+
+
+def co_rewarding_i_votes(
+    original_answers: Answers,
+    rephrased_answers: Answers,
+    *,
+    choices: Choices | None = None,
+    tie_policy: str = "none",
+    min_share: float = 0.0,
+    timeout: float | None = None,
+) -> tuple[list[dict[str, list[float]]], list[dict[str, Vote]]]:
+    """``([rewards of the original view, of the rephrased view], [votes labelling each view])``, keyed by
+    problem id: each view is labelled by the other's majority."""
+    return peer_rewards(
+        [original_answers, rephrased_answers],
+        mutual(),
+        choices=choices,
+        tie_policy=tie_policy,
+        min_share=min_share,
+        timeout=timeout,
+    )
 
 
 def co_rewarding_i_rewards(
@@ -25,9 +47,9 @@ def co_rewarding_i_rewards(
     timeout: float | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """``(rewards of the original view, rewards of the rephrased view)``, both keyed by problem id."""
-    rewards, _labels = peer_rewards(
-        [original_answers, rephrased_answers],
-        mutual(),
+    rewards, _votes = co_rewarding_i_votes(
+        original_answers,
+        rephrased_answers,
         choices=choices,
         tie_policy=tie_policy,
         min_share=min_share,

@@ -1,4 +1,4 @@
-"""The rewards a cohort can train with (``train.reward`` / ``--baseline``): one table, name → implementation.
+"""The rewards a cohort can train with (``reward.name`` / ``--baseline``): one table, name → implementation.
 
 Why a table: the cohort step, the config validation and the CLI's ``--baseline`` choices all read the names
 from :data:`REWARDS`, so a new reward is one decorated function here (or in a plugin module that imports this
@@ -15,13 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from corl_vl.answers.voting import vote
 from corl_vl.errors import CorlError
-from corl_vl.rewards.co_rewarding import twin_id
+from corl_vl.rewards.co_rewarding import co_rewarding_i_votes, twin_id
 from corl_vl.rewards.ground_truth import gt_rewards
-from corl_vl.rewards.peer import Answers, match_rewards, peer_rewards
-from corl_vl.rewards.self_rewards import empo_rewards, intuitor_rewards, rent_rewards
-from corl_vl.rewards.topology import mutual
+from corl_vl.rewards.peer import Answers, match_rewards
+from corl_vl.rewards.self_rewards import empo_rewards, intuitor_rewards, rent_rewards, ttrl_labels
+from corl_vl.rewards.supervision import Supervision
 
 Rewards = dict[str, dict[str, list[float]]]  # agent → problem id → K rewards
 Labels = dict[str, dict[str, str | None]]  # agent → problem id → label (None: no label)
@@ -62,6 +61,7 @@ class RewardSpec:
     paired_views: bool = False  # each agent also samples its rephrased view (twin groups, co_rewarding.py)
     make_state: Callable[[Any, Any, list[str]], Any] | None = None  # (cfg, topology, names) → state
     help: str = ""
+    needs_gold: bool = False  # rewards from the dataset's answers: every training problem must have one
     # reads ``RewardInputs.scored`` (token-level: entropy, self-certainty): the cohort then runs the no-grad
     # scoring pass before rewards; without it that pass is skipped (the update takes the gradient pass's)
     uses_scores: bool = False
@@ -78,6 +78,7 @@ def register_reward(
     make_state: Callable[[Any, Any, list[str]], Any] | None = None,
     help: str = "",
     uses_scores: bool = False,
+    needs_gold: bool = False,
 ) -> Callable[[Callable[[RewardInputs], StepRewards]], Callable[[RewardInputs], StepRewards]]:
     """Decorator: add a step reward to :data:`REWARDS` under ``name``."""
 
@@ -85,7 +86,13 @@ def register_reward(
         if name in REWARDS:
             raise CorlError(f"reward '{name}' is registered twice")
         REWARDS[name] = RewardSpec(
-            function, uses_peers, paired_views, make_state, help, uses_scores=uses_scores
+            function,
+            uses_peers,
+            paired_views,
+            make_state,
+            help,
+            needs_gold=needs_gold,
+            uses_scores=uses_scores,
         )
         return function
 
@@ -94,13 +101,16 @@ def register_reward(
 
 def get_reward(name: str) -> RewardSpec:
     if name not in REWARDS:
-        raise CorlError(f"train.reward: unknown reward '{name}'; choose from {', '.join(REWARDS)}")
+        raise CorlError(f"reward.name: unknown reward '{name}'; choose from {', '.join(REWARDS)}")
     return REWARDS[name]
 
 
-def _supervision(cfg: Any, topology: Any, names: list[str]) -> Any:
-    from corl_vl.train.supervision import Supervision  # imports the trainer's config; only Co-RL needs it
+def reward_names() -> list[str]:
+    """Every registered reward, read at call time (plugins registered after import included)."""
+    return list(REWARDS)
 
+
+def _supervision(cfg: Any, topology: Any, names: list[str]) -> Any:
     return Supervision(cfg, topology, names)
 
 
@@ -109,8 +119,8 @@ def _supervision(cfg: Any, topology: Any, names: list[str]) -> Any:
 )
 def co_rl(inputs: RewardInputs) -> StepRewards:
     """Every agent's labels from its supervisors' answers over all ids (every rank computes the same ones);
-    weighting and soft rewards: :mod:`corl_vl.train.supervision`."""
-    tag = inputs.cfg.topology.reliability_tag
+    weighting and soft rewards: :mod:`corl_vl.rewards.supervision`."""
+    tag = inputs.cfg.reward.reliability_tag
     problems = inputs.problems
     tags = {pid: str(problems[pid].meta[tag]) for pid in inputs.ids if tag and tag in problems[pid].meta}
     gold = {pid: problems[pid].answer for pid in inputs.ids if problems[pid].answer is not None}
@@ -127,17 +137,12 @@ def _own_answers(inputs: RewardInputs, name: str) -> dict[str, Sequence[str | No
 
 @register_reward("ttrl", help="TTRL: rewarded by the agent's own majority answer")
 def ttrl(inputs: RewardInputs) -> StepRewards:
-    topology, choices = inputs.cfg.topology, inputs.choices(inputs.mine)
+    settings, choices = inputs.cfg.reward, inputs.choices(inputs.mine)
     rewards: Rewards = {}
     labels: Labels = {}
     for name in inputs.local:
         own = _own_answers(inputs, name)
-        labels[name] = {
-            pid: vote(
-                own[pid], choices=choices[pid], tie_policy=topology.ties, min_share=topology.min_share
-            ).label
-            for pid in inputs.mine
-        }
+        labels[name] = ttrl_labels(own, choices, tie_policy=settings.ties, min_share=settings.min_share)
         rewards[name] = match_rewards(own, labels[name], choices)
     return StepRewards(rewards, labels)
 
@@ -148,7 +153,7 @@ def empo(inputs: RewardInputs) -> StepRewards:
     return StepRewards({name: empo_rewards(_own_answers(inputs, name), choices) for name in inputs.local}, {})
 
 
-@register_reward("gt", help="supervised reference: rewarded by the dataset's answer")
+@register_reward("gt", needs_gold=True, help="supervised reference: rewarded by the dataset's answer")
 def ground_truth(inputs: RewardInputs) -> StepRewards:
     choices = inputs.choices(inputs.mine)
     gold = {pid: inputs.problems[pid].answer for pid in inputs.mine}
@@ -176,7 +181,7 @@ def intuitor(inputs: RewardInputs) -> StepRewards:
         certainty = getattr(scored, "self_certainty", None)
         if certainty is None:
             raise CorlError(
-                f"train.reward=intuitor: adapter '{inputs.adapters.get(name, name)}' does not report "
+                f"reward.name=intuitor: adapter '{inputs.adapters.get(name, name)}' does not report "
                 "per-token self-certainty"
             )
         values[name] = intuitor_rewards(certainty, scored.mask, temperature=temperature)
@@ -199,16 +204,19 @@ def rent(inputs: RewardInputs) -> StepRewards:
 def co_rewarding_i(inputs: RewardInputs) -> StepRewards:
     """Each agent alone: the original view's groups are rewarded by the majority of the rephrased view's
     completions and vice versa (``inputs.mine`` holds the original ids followed by their twins)."""
-    topology = inputs.cfg.topology
+    settings = inputs.cfg.reward
     originals = [pid for pid in inputs.mine if twin_id(pid) in inputs.mine]
     choices = inputs.choices(originals)
     rewards: Rewards = {}
     labels: Labels = {}
     for name in inputs.local:
         answers = inputs.answers[name]
-        views = [{pid: answers[pid] for pid in originals}, {pid: answers[twin_id(pid)] for pid in originals}]
-        per_view, votes = peer_rewards(
-            views, mutual(), choices=choices, tie_policy=topology.ties, min_share=topology.min_share
+        per_view, votes = co_rewarding_i_votes(
+            {pid: answers[pid] for pid in originals},
+            {pid: answers[twin_id(pid)] for pid in originals},
+            choices=choices,
+            tie_policy=settings.ties,
+            min_share=settings.min_share,
         )
         rewards[name] = {**per_view[0], **{twin_id(pid): r for pid, r in per_view[1].items()}}
         labels[name] = {pid: votes[0][pid].label for pid in originals}

@@ -23,6 +23,24 @@ if TYPE_CHECKING:
     import torch
 
 
+def ttrl_labels(
+    answers: Answers,
+    choices: Choices | None = None,
+    *,
+    tie_policy: str = "none",
+    min_share: float = 0.0,
+    timeout: float | None = None,
+) -> dict[str, str | None]:
+    """TTRL's label per problem: the majority of the agent's *own* K answers (None: tie or no answer)."""
+    choices = choices or {}
+    return {
+        pid: vote(
+            group, choices=choices.get(pid), tie_policy=tie_policy, min_share=min_share, timeout=timeout
+        ).label
+        for pid, group in answers.items()
+    }
+
+
 def ttrl_rewards(
     answers: Answers,
     choices: Choices | None = None,
@@ -32,14 +50,8 @@ def ttrl_rewards(
     timeout: float | None = None,
 ) -> dict[str, list[float]]:
     """TTRL: 1.0 when an answer equals the majority of the agent's *own* K answers, else 0.0."""
-    choices = choices or {}
-    labels = {
-        pid: vote(
-            group, choices=choices.get(pid), tie_policy=tie_policy, min_share=min_share, timeout=timeout
-        ).label
-        for pid, group in answers.items()
-    }
-    return match_rewards(answers, labels, choices, timeout=timeout)
+    labels = ttrl_labels(answers, choices, tie_policy=tie_policy, min_share=min_share, timeout=timeout)
+    return match_rewards(answers, labels, choices or {}, timeout=timeout)
 
 
 def empo_rewards(

@@ -21,6 +21,7 @@ from typing import Any
 from corl_vl.errors import CorlError
 
 NAMED = ("mutual", "ring", "all_peers")
+TOPOLOGIES = (*NAMED, "graph")  # reward.topology: graph reads reward.edges
 
 
 @dataclass(frozen=True)

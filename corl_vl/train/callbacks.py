@@ -12,20 +12,19 @@ a resumed run truncates; ``tensorboard`` and ``wandb`` are extra; ``none`` means
 from __future__ import annotations
 
 import json
-import math
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from corl_vl.config import REPORT_TO
 from corl_vl.errors import CorlError
 from corl_vl.train.checkpoint import save_checkpoint
 from corl_vl.train.loop import Callback, StepMetrics, TrainingRun
+from corl_vl.train.progress import FirstStepCheck, PlainProgress, ProgressBar
 from corl_vl.train.reporting import clean_value, metrics_path
 from corl_vl.train.stall import StallMonitor
 
@@ -34,11 +33,6 @@ class MetricsLog(Callback):
     """One JSON line per step per agent (``RUN_DIR/agents/<agent>/metrics.jsonl``), plus TensorBoard / wandb."""
 
     def __init__(self, run_dir: Path, agents: list[str], report_to: list[str] | tuple[str, ...] = ()) -> None:
-        unknown = sorted(set(report_to) - set(REPORT_TO))
-        if unknown:
-            raise CorlError(
-                f"train.report_to: unknown sink '{unknown[0]}'; choose from {', '.join(REPORT_TO)}"
-            )
         self.run_dir, self.agents, self.report_to = Path(run_dir), agents, set(report_to) - {"none"}
         self._files: dict[str, Any] = {}
         self._writers: dict[str, Any] = {}
@@ -104,39 +98,6 @@ def _start_wandb(run_dir: Path, run: TrainingRun) -> Any:
         resume="allow",
         id=os.environ.get("WANDB_RUN_ID"),
     )
-
-
-class ProgressBar(Callback):
-    """A rich progress bar: step, s/step, each agent's reward (and peer agreement), and ``run.status``."""
-
-    def __init__(self) -> None:
-        self._progress: Any = None
-        self._task: Any = None
-
-    def on_fit_start(self, run: TrainingRun) -> None:
-        self._progress = Progress(
-            TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-            TextColumn("{task.fields[info]}"),
-        )  # fmt: skip
-        self._progress.start()
-        self._task = self._progress.add_task("train", total=run.max_steps, completed=run.start_step, info="")
-
-    def on_step_end(self, run: TrainingRun) -> None:
-        parts = [f"{run.seconds:.1f} s/step"]
-        for name, values in run.metrics.items():
-            agree = values.get("peer/agreement")
-            parts.append(
-                f"{name}: reward {values.get('reward/mean', math.nan):.2f}"
-                + (f" agree {agree:.2f}" if agree is not None else "")
-            )
-        if run.status:
-            parts.append(f"[bold red]{run.status}[/]")
-        self._progress.update(self._task, completed=run.completed, info=" | ".join(parts))
-
-    def close(self, run: TrainingRun) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
 
 
 class Checkpointing(Callback):
@@ -215,7 +176,8 @@ def standard_callbacks(
 ) -> list[Callback]:
     """What ``corl-vl train`` runs with, in this order: periodic evaluation (``eval.every``; its results join
     the step's metrics), stall detection, metrics files (each agent's group leader writes its agent's), global
-    rank 0's progress bar, the stall stop, checkpoints."""
+    rank 0's progress (a bar on a terminal, else a plain line every few steps) and first-step check, the
+    stall stop, checkpoints."""
     from corl_vl.train.validation import PeriodicEval
 
     cfg, run_dir = cohort.cfg, Path(run_dir)
@@ -224,7 +186,8 @@ def standard_callbacks(
     stall = StallDetection(cfg.train.stall_steps, dist)
     callbacks: list[Callback] = [PeriodicEval.from_config(cohort, run_dir)] if cfg.eval.every else []
     callbacks += [stall, MetricsLog(run_dir, writers, cfg.train.report_to)]
-    if progress and main:
-        callbacks.append(ProgressBar())
+    if main:
+        callbacks.append(ProgressBar() if progress and sys.stderr.isatty() else PlainProgress())
+        callbacks.append(FirstStepCheck())
     callbacks += [stall.stop, Checkpointing(run_dir, cfg.train.save_every, resumed_at_end=resumed_at_end)]
     return callbacks

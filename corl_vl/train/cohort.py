@@ -49,7 +49,12 @@ SYNTHETIC_DEFAULT_N = 256
 # ------------------------------------------------------------------------------------------------ data
 def load_base_problems(cfg: CohortConfig) -> list[Problem]:
     """The cohort's problems (the original view); their ids are what every agent is asked about."""
-    data = cfg.data
+    data, exp = cfg.data, cfg.experiment
+    if exp is not None:  # synthetic problems of the experiment's skills, as pictures or their text rendering
+        problems = generate_problems(
+            data.limit or SYNTHETIC_DEFAULT_N, seed=data.seed, split=data.split, skills=exp.skills
+        )
+        return [to_text_problem(p) for p in problems] if exp.text_view else problems
     if data.train == "synthetic":
         return generate_problems(data.limit or SYNTHETIC_DEFAULT_N, seed=data.seed, split=data.split)
     split = data.split if Path(data.train).is_dir() else None
@@ -77,7 +82,7 @@ def paired_views(base: Sequence[Problem], cfg: CohortConfig, agent: Any, text_on
     """Co-rewarding-I's view: the original problems and, under their twin ids, the agent's rephrase."""
     if not agent.data_view:
         raise CorlError(
-            f"agents.{agent.name}.data_view: train.reward={cfg.train.reward} needs each agent's rephrased view "
+            f"agents.{agent.name}.data_view: reward.name={cfg.reward.name} needs each agent's rephrased view "
             "(a paired file; write one with `corl-vl data rephrase`)"
         )
     original = agent_view(base, cfg, None, text_only)
@@ -163,16 +168,16 @@ class Cohort:
         self.agents = agents
         self.base = {p.id: p for p in base}
         self.sampler = Sampler([p.id for p in base], seed=cfg.train.seed, shuffle=cfg.data.shuffle)
-        self.reward = get_reward(cfg.train.reward)
+        self.reward = get_reward(cfg.reward.name)
         if self.reward.paired_views:  # twin groups: the rephrased view of each problem (co_rewarding.py)
             if dist is not None:
-                raise CorlError(f"train.reward={cfg.train.reward} runs in one process; drop torchrun")
+                raise CorlError(f"reward.name={cfg.reward.name} runs in one process; drop torchrun")
             self.base.update({p.id: p for p in twins_of(base)})
         self.topology: Topology | None = None
         if self.reward.uses_peers:
-            spec: Any = {"graph": cfg.topology.edges} if cfg.topology.kind == "graph" else cfg.topology.kind
+            spec: Any = {"graph": cfg.reward.edges} if cfg.reward.topology == "graph" else cfg.reward.topology
             self.topology = from_config(spec, len(self.names), agent_names=self.names)
-        # the reward's state across steps (Co-RL: reliability of each supervisor, train/supervision.py)
+        # the reward's state across steps (Co-RL: reliability of each supervisor, rewards/supervision.py)
         make_state = self.reward.make_state
         self.supervision: Any = make_state(cfg, self.topology, self.names) if make_state else None
         # train.parallel_agents: phases of the agents in concurrent threads (one process holding them all);
@@ -208,7 +213,7 @@ class Cohort:
                 agent_cfg.model, adapter=agent_cfg.adapter, **agent_cfg.adapter_options()
             )
             view = agent_view(base, cfg, agent_cfg.data_view, text_only=not adapter.supports_images)
-            if get_reward(cfg.train.reward).paired_views:  # the original view, plus the rephrase as twins
+            if get_reward(cfg.reward.name).paired_views:  # the original view, plus the rephrase as twins
                 view = paired_views(base, cfg, agent_cfg, text_only=not adapter.supports_images)
             agents.append(Agent.from_config(agent_cfg, cfg, view, device=device, adapter=adapter))
         for agent in agents:  # a multi-process launch wraps each agent's weights in its distributed backend
@@ -324,7 +329,7 @@ class Cohort:
 
     def _rewards(self, ids: list[str], mine: list[str], steps: list[AgentStep]) -> None:
         """Fill this process's agents' rewards (and labels, where the reward votes) with one call of the
-        ``train.reward`` registered in :mod:`corl_vl.rewards.registry`.
+        ``reward.name`` registered in :mod:`corl_vl.rewards.registry`.
 
         Peer labels come from every agent's answers for all ``ids`` (:attr:`last_answers`), so every rank
         computes the same labels; rewards are for this rank's share ``mine``.
@@ -374,7 +379,7 @@ class Cohort:
                     equivalent(gold[p], agent_step.labels[p], choices[p]) for p in checked
                 ) / len(checked)
             agree = []
-            for pid in labelled if self.cfg.train.reward == "co_rl" else []:
+            for pid in labelled if self.reward.uses_peers else []:
                 own = vote(agent_step.answers[pid], choices=choices[pid]).label
                 if own is not None:
                     agree.append(equivalent(agent_step.labels[pid], own, choices[pid]))

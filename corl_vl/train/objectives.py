@@ -24,6 +24,7 @@ def _centred(centred: Tensor, rewards: Tensor, eps: float) -> Tensor:
 
 
 # name → (centred rewards [G, K], rewards [G, K], eps) → advantages [G, K]
+GROUP_NORMALISED = ("grpo", "dr_grpo")  # advantages centred on the group mean: need k ≥ 2 completions
 ADVANTAGES: dict[str, Callable[[Tensor, Tensor, float], Tensor]] = {"grpo": _std_scaled, "dr_grpo": _centred}
 
 

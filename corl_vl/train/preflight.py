@@ -107,6 +107,7 @@ def check_models_available(cfg: CohortConfig) -> None:
 
 def check_data(cfg: CohortConfig) -> list[Any]:
     """Load the training problems once and check what the step needs of them; returns them."""
+    from corl_vl.rewards.registry import get_reward
     from corl_vl.train.cohort import load_base_problems
 
     d = cfg.data
@@ -118,11 +119,11 @@ def check_data(cfg: CohortConfig) -> list[Any]:
             f"data.problems_per_step={d.problems_per_step} but {d.train} has only {len(problems)} problems; "
             f"lower data.problems_per_step or raise data.limit"
         )
-    if cfg.train.reward == "gt":
+    if get_reward(cfg.reward.name).needs_gold:
         no_gold = [p.id for p in problems if p.answer in (None, "")]
         if no_gold:
             raise CorlError(
-                f"train.reward=gt needs a gold answer for every problem, but {len(no_gold)} of {len(problems)} in "
+                f"reward.name={cfg.reward.name} needs a gold answer for every problem, but {len(no_gold)} of {len(problems)} in "
                 f"{d.train} have none (first: {no_gold[0]!r}); use a labelled dataset or another reward"
             )
     for i, agent in enumerate(cfg.agents):

@@ -108,7 +108,7 @@ def plot_run(run_dir: str | Path, metrics: tuple[str, ...] = PLOTTED) -> list[Pa
 
 def plot_reliability(records: dict[str, list[dict]], out_dir: Path) -> list[Path]:
     """Co-RL runs: each agent's label-free reliability estimates against its actual sample accuracy (gold,
-    monitoring only), and the pseudo-label accuracy each ``topology.weighting`` would give (train/supervision.py)."""
+    monitoring only), and the pseudo-label accuracy each ``reward.weighting`` would give (rewards/supervision.py)."""
     import matplotlib.pyplot as plt
 
     def series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:

@@ -1,4 +1,4 @@
-"""Co-RL labels and rewards for one step, with label-free reliability weighting (``topology.weighting``).
+"""Co-RL labels and rewards for one step, with label-free reliability weighting (``reward.weighting``).
 
 Why a separate object: reliability is *state* — a moving average over steps, per agent and optionally per tag —
 that the pure reward functions must not hold, and that a resumed run must restore. Every step both estimators
@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from corl_vl.answers.equivalence import equivalent
-from corl_vl.config import CohortConfig
 from corl_vl.rewards import match_rewards, peer_pseudo_labels
 from corl_vl.rewards.peer import weighted_peer_rewards
 from corl_vl.rewards.reliability import ReliabilityTracker, cluster_cohort, estimate
@@ -29,11 +28,12 @@ Answers = Mapping[str, Sequence[str | None]]
 class Supervision:
     """Turns every agent's answers into every agent's labels and rewards, tracking reliability across steps."""
 
-    def __init__(self, cfg: CohortConfig, topology: Topology, names: Sequence[str]) -> None:
+    def __init__(self, cfg: Any, topology: Topology, names: Sequence[str]) -> None:
+        """``cfg``: the cohort config (its ``reward`` section)."""
         self.cfg = cfg
         self.topology = topology
         self.names = list(names)
-        decay = cfg.topology.reliability_ema
+        decay = cfg.reward.reliability_ema
         self.trackers = {kind: ReliabilityTracker(len(names), decay) for kind in ESTIMATORS}
         self.metrics: dict[str, dict[str, float]] = {}
 
@@ -47,7 +47,7 @@ class Supervision:
         gold: Mapping[str, str] | None = None,
     ) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, str | None]]]:
         """``(rewards[name][pid], labels[name][pid])`` for every agent over ``ids``; fills :attr:`metrics`."""
-        tp, soft = self.cfg.topology, self.cfg.train.peer_reward == "soft"
+        tp, soft = self.cfg.reward, self.cfg.reward.peer_reward == "soft"
         ordered = [{pid: answers[name][pid] for pid in ids} for name in self.names]
         reliability = self._update_reliability(ordered, ids, choices, tags or {})
         self.metrics = {name: {} for name in self.names}
@@ -93,7 +93,7 @@ class Supervision:
         reliability: Mapping[str, Sequence[float | None]] | None,
         choices: Mapping[str, Sequence[str] | None],
     ) -> tuple[list[dict[str, list[float]]], list[dict[str, str | None]]]:
-        tp = self.cfg.topology
+        tp = self.cfg.reward
         if weighting == "uniform" and not soft and tp.min_weight_share == 0.0:  # the plain Co-RL vote
             votes = peer_pseudo_labels(
                 answers, self.topology, choices=choices, tie_policy=tp.ties, min_share=tp.min_share
@@ -117,7 +117,7 @@ class Supervision:
     ) -> None:
         """Monitoring only: the hard labels' accuracy (over labelled problems) and coverage that each weighting
         would give on this step's answers."""
-        tp = self.cfg.topology
+        tp = self.cfg.reward
         checked = [pid for pid in ids if gold.get(pid) is not None]
         if not checked:
             return

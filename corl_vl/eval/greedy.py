@@ -1,6 +1,7 @@
-"""Greedy held-out accuracy per skill and overall, on problems no agent ever trains on.
+"""The one greedy evaluator: each agent's greedy answers (validation during training, ``corl_vl.evaluate``,
+held-out accuracy per skill and overall on problems no agent ever trains on).
 
-Why its own module: the toy reproduction and the demo both need the *same* yardstick before, during and after
+Why one module: validation, the demo and the toy reproduction need the *same* yardstick before, during and after
 label-free RL — greedy decoding (as the paper evaluates VLMs), the same prompt format the agent trains with
 (the adapter's), the same answer extraction and equivalence the rewards use — on the synthetic ``test``
 split, which is disjoint from ``train`` by construction. Labels are read here and only here: for reporting,

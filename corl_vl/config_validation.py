@@ -1,0 +1,120 @@
+"""The config's cross-field rules that read implementation tables (rewards, engines, losses, topologies) or
+another module's settings (warm start), and the template-date rule.
+
+Why apart from :mod:`corl_vl.config`: those tables are imported only when a config is checked, so importing
+the config's dataclasses stays light and no package imports the config back in a circle.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+# name-valued keys whose choices no implementation table owns (the others are read from their tables)
+PEER_REWARDS = ("hard", "soft")
+REPORT_TO = ("tensorboard", "wandb", "none")  # metrics.jsonl is always written
+SELECT_BEST = ("none", "peer_agreement", "accuracy")  # see corl_vl.train.validation
+SCHEDULERS = ("cosine", "constant")
+
+
+def check_choices(cfg: Any, bad: Any) -> None:
+    """Every name-valued key against the table that implements it (imported here, see the module top)."""
+    from corl_vl.answers.voting import TIE_POLICIES
+    from corl_vl.rewards.registry import get_reward, reward_names
+    from corl_vl.rewards.reliability import WEIGHTINGS
+    from corl_vl.rewards.topology import TOPOLOGIES
+    from corl_vl.rollout import ENGINES
+    from corl_vl.train.objectives import ADVANTAGES, GROUP_NORMALISED, LOSS_TYPES
+
+    choices = {
+        "reward.name": (cfg.reward.name, reward_names()),
+        "rollout.engine": (cfg.rollout.engine, ("auto", *ENGINES)),
+        "reward.topology": (cfg.reward.topology, TOPOLOGIES),
+        "reward.ties": (cfg.reward.ties, TIE_POLICIES),
+        "reward.weighting": (cfg.reward.weighting, WEIGHTINGS),
+        "reward.peer_reward": (cfg.reward.peer_reward, PEER_REWARDS),
+        "train.scheduler": (cfg.train.scheduler, SCHEDULERS),
+        "grpo.loss_type": (cfg.grpo.loss_type, LOSS_TYPES),
+        "grpo.advantage": (cfg.grpo.advantage, ADVANTAGES),
+        "eval.select_best": (cfg.eval.select_best, SELECT_BEST),
+        "distributed.backend": (cfg.distributed.backend, ("auto", "gloo", "nccl")),
+    }
+    for key, (value, allowed) in choices.items():
+        if value not in allowed:
+            raise bad(key, f"must be one of {', '.join(allowed)}, got '{value}'")
+    for sink in cfg.train.report_to:
+        if sink not in REPORT_TO:
+            raise bad("train.report_to", f"entries must be among {', '.join(REPORT_TO)}, got '{sink}'")
+    if cfg.grpo.k < 2 and cfg.grpo.advantage in GROUP_NORMALISED:
+        raise bad(
+            "grpo.k",
+            f"must be ≥ 2 with grpo.advantage={cfg.grpo.advantage}: rewards are centred within each problem's "
+            f"{cfg.grpo.k} completion(s), so a single completion always gets advantage 0 and nothing trains",
+        )
+    spec = get_reward(cfg.reward.name)
+    if spec.uses_peers and len(cfg.agents) < 2:
+        raise bad("agents", "Co-RL needs at least two agents (use --baseline for a single model)")
+    if cfg.reward.topology == "mutual" and spec.uses_peers and len(cfg.agents) != 2:
+        raise bad(
+            "reward.topology", f"mutual needs exactly 2 agents, got {len(cfg.agents)} (use ring or all_peers)"
+        )
+    if spec.paired_views:
+        missing = [a.name for a in cfg.agents if not a.data_view]
+        if missing:
+            raise bad(
+                f"agents.{missing[0]}.data_view",
+                f"reward.name={cfg.reward.name} needs each agent's rephrased view (a paired file; write one "
+                "with `corl-vl data rephrase`)",
+            )
+
+
+def check_experiment(cfg: Any, bad: Any) -> None:
+    from corl_vl.science.warm_start import WarmStartSpec
+
+    exp = cfg.experiment
+    assert exp is not None
+    sets = exp.warm_start.get("skill_sets")
+    names = [a.name for a in cfg.agents]
+    if not sets or not all(isinstance(g, list) for g in sets) or not any(sets):
+        raise bad("experiment.warm_start.skill_sets", "must be one list of strong skills per agent")
+    if len(sets) != len(cfg.agents):
+        raise bad("experiment.warm_start.skill_sets", f"{len(sets)} skill sets for {len(cfg.agents)} agents")
+    for name, group in zip(names, sets):
+        if not group and name not in exp.agents:
+            raise bad(
+                "experiment.warm_start.skill_sets",
+                f"agent {name} has no skills; give it its own warm start under experiment.agents.{name}",
+            )
+    known = set(WarmStartSpec.__dataclass_fields__) - {"model", "strong_skills", "weak_skills"}
+    for where, settings in [
+        ("warm_start", exp.warm_start),
+        *((f"agents.{n}", v) for n, v in exp.agents.items()),
+    ]:
+        unknown = sorted(set(settings) - known - {"skill_sets"})
+        if unknown:
+            raise bad(f"experiment.{where}.{unknown[0]}", f"unknown key; known: {', '.join(sorted(known))}")
+    stray = sorted(set(exp.agents) - set(names))
+    if stray:
+        raise bad(f"experiment.agents.{stray[0]}", f"no such agent; agents are {names}")
+    if cfg.data.train != "synthetic":
+        raise bad(
+            "data.train", "an experiment trains on synthetic problems of its skills (data.train: synthetic)"
+        )
+    for key in ("per_skill", "max_new_tokens"):
+        if getattr(exp.heldout, key) < 1:
+            raise bad(f"experiment.heldout.{key}", f"must be ≥ 1, got {getattr(exp.heldout, key)}")
+
+
+def check_template_date(agent: Any, key: str, bad: Any) -> None:
+    """One place for the pinned date: the field, or ``adapter_kwargs.template_date``; YYYY-MM-DD."""
+    given = agent.adapter_kwargs.pop("template_date", None)
+    if given is not None:
+        given = given.isoformat() if isinstance(given, datetime.date) else str(given)
+        if agent.template_date not in (None, given):
+            raise bad(f"{key}.template_date", f"{agent.template_date} differs from adapter_kwargs ({given})")
+        agent.template_date = given
+    if agent.template_date is not None:
+        try:
+            datetime.date.fromisoformat(agent.template_date)
+        except ValueError:
+            raise bad(f"{key}.template_date", f"expected YYYY-MM-DD, got {agent.template_date!r}") from None

@@ -1,0 +1,177 @@
+"""The one training recipe: ``train(cfg)`` — what ``corl-vl train``, ``corl-vl demo``, the toy reproduction and
+the Python API (``corl_vl.train``) all run.
+
+In order: checks that need no model (settings, data, hub ids, DeepSpeed file), the process layout (one
+process, or agents on rank groups), the experiment's warm-started bases when the config has an ``experiment:``
+section, the run folder (refusing one that has checkpoints unless resuming, and only with the same training
+settings), the cohort (:func:`build_cohort`, the one builder), the resume, the loop with its callbacks, the
+signal handling (Ctrl-C / SIGTERM end the run after the step with a checkpoint) and the plots.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from corl_vl.config import CohortConfig
+from corl_vl.errors import CorlError
+
+log = logging.getLogger("corl_vl")
+
+
+def build_cohort(
+    cfg: CohortConfig,
+    *,
+    device: str | None = None,
+    dist: Any = None,
+    problems: Sequence[Any] | None = None,
+) -> Any:
+    """Every agent this process holds, with its model, optimizer, rollout engine and data view, on ``device``
+    (default: the GPU if there is one, else the CPU). ``problems`` replaces the training data of ``cfg.data``.
+
+    A config with an ``experiment:`` section must be resolved first (:func:`corl_vl.experiment.resolve`:
+    ``train`` does it) so that its agents point at their warm-started bases."""
+    import torch
+
+    from corl_vl.train.cohort import Cohort
+
+    torch.manual_seed(cfg.train.seed)
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device == "cuda" and dist is not None:
+            device = f"cuda:{torch.cuda.current_device()}"
+    return Cohort.from_config(cfg, device=device, dist=dist, problems=problems)
+
+
+def train(
+    cfg: CohortConfig,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    device: str | None = None,
+    callbacks: Sequence[Any] = (),
+    prepare: Callable[[Any], None] | None = None,
+    allow_config_change: Sequence[str] = (),
+    allow_unsafe_checkpoint: bool = False,
+) -> Any:
+    """Run (or resume) a cohort to ``train.max_steps``; returns the :class:`~corl_vl.train.loop.TrainingRun`
+    (``run.run_dir`` is the run folder, ``run.evals`` the held-out and validation results).
+
+    ``callbacks`` run after the standard ones; ``prepare(cohort)`` is called once the cohort is built (tests
+    use it to control what an engine reports). A run folder that already has checkpoints is only continued
+    with ``resume=True`` and the settings it was started with (``allow_config_change`` names keys that may
+    differ). Nothing is written to the run folder before every check that needs no model has passed.
+    """
+    from corl_vl.train.preflight import check_data, check_deepspeed, check_models_available
+
+    check_deepspeed(cfg)
+    check_models_available(cfg)  # before torch is imported, and before anything reads a hub model's files
+    pin_template_dates(cfg)
+
+    from corl_vl.experiment import HeldoutEval, heldout_set, resolve
+    from corl_vl.train.callbacks import standard_callbacks
+    from corl_vl.train.checkpoint import latest_checkpoint, load_checkpoint
+    from corl_vl.train.distributed import launched_world_size, setup
+    from corl_vl.train.interrupts import StopOnSignal, StopRequest, resume_command
+    from corl_vl.train.loop import fit
+    from corl_vl.train.reporting import plot_run, truncate_metrics
+
+    dist = None
+    if launched_world_size() > 1:
+        dist = setup(len(cfg.agents), backend=cfg.distributed.backend)
+    elif cfg.distributed.deepspeed:
+        raise CorlError(
+            "distributed.deepspeed is set but this is a single process; launch with torchrun / accelerate launch "
+            "(one process group per agent), or drop the setting"
+        )
+    run_dir = Path(cfg.train.output_dir)
+    previous = latest_checkpoint(run_dir)
+    if previous is not None and not resume:
+        raise CorlError(
+            f"{run_dir} already has checkpoints; pass --resume to continue it or pick another --output-dir"
+        )
+    if resume and previous is None and (run_dir / "agents").exists():
+        raise CorlError(f"{run_dir}: --resume, but the run has metrics and no complete checkpoint")
+    if allow_config_change and not (resume and previous is not None):
+        raise CorlError(
+            "--allow-config-change only applies when resuming a run that has a checkpoint (--resume)"
+        )
+    if cfg.experiment is not None:
+        cfg = resolve(cfg, dist)
+    problems = check_data(cfg)
+    record = _run_record(cfg, run_dir, previous if resume else None, list(allow_config_change))
+    main = dist is None or dist.is_main
+    if main:
+        _start_run_folder(run_dir, record)
+    cohort = build_cohort(cfg, device=device, dist=dist, problems=problems)
+    if prepare is not None:
+        prepare(cohort)
+    start = (
+        load_checkpoint(previous, cohort, allow_unsafe=allow_unsafe_checkpoint) if resume and previous else 0
+    )
+    # metrics: each agent's group rank 0 writes its agent's files (the rows past the checkpoint are dropped)
+    leader = dist is None or dist.is_group_leader
+    truncate_metrics(run_dir, [a.name for a in cohort.agents] if leader else [], start)
+    resumed_at_end = previous is not None and start >= cfg.train.max_steps
+    hooks = standard_callbacks(cohort, run_dir, progress=progress, resumed_at_end=resumed_at_end, dist=dist)
+    if cfg.experiment is not None and dist is None:
+        hooks.insert(0, HeldoutEval(heldout_set(cfg), cfg.experiment.heldout, run_dir))
+    with StopRequest(dist) as stop:  # Ctrl-C / SIGTERM: end after this step, save, exit 130 / 143
+        run = fit(cohort, [*hooks, *callbacks, StopOnSignal(stop)], start_step=start, run_dir=run_dir)
+    if stop.signum is not None:
+        again = resume_command()
+        raise stop.interrupted(
+            f"stopped by {run.stop_reason} after step {run.completed}; checkpoint saved in "
+            f"{latest_checkpoint(run_dir)}" + (f". Resume with: {again}" if again else "")
+        )
+    if dist is not None:
+        dist.barrier()  # every agent's metrics are written before the plots read them
+    if cfg.train.plot and main:
+        plot_run(run_dir)
+    return run
+
+
+def pin_template_dates(cfg: CohortConfig) -> None:
+    """Resolve each agent's template date now, so config.yaml records the date its prompts are rendered with
+    (and a resume compares dates, not "default" with "default")."""
+    from model_adapters.registry import default_template_date
+
+    for agent in cfg.agents:
+        if agent.template_date is None:
+            agent.template_date = default_template_date(agent.model, adapter=agent.adapter)
+
+
+def _run_record(cfg: CohortConfig, run_dir: Path, previous: Path | None, allow: list[str]) -> dict[str, Any]:
+    """What ``config.yaml`` will hold: the config, and when resuming, the checked changes in its history."""
+    import json
+
+    from corl_vl.config import AgentConfig, to_dict
+    from corl_vl.train.resume_check import check_resume
+
+    current = to_dict(cfg)
+    if previous is None:
+        return current
+    step = json.loads((previous / "meta.json").read_text()).get("step")
+    defaults = to_dict(CohortConfig(agents=[AgentConfig() for _ in cfg.agents]))
+    return check_resume(run_dir / "config.yaml", current, allow=allow, step=step, defaults=defaults)
+
+
+def _start_run_folder(run_dir: Path, record: dict[str, Any]) -> None:
+    """Create the run folder (a read-only or full disk fails here, before any model loads), remove what an
+    interrupted save left behind (saying so), and write ``config.yaml`` atomically."""
+    import yaml
+
+    from corl_vl.io import os_error_line, write_text_atomic
+    from corl_vl.train.checkpoint import remove_stale_temps
+
+    if run_dir.exists() and not run_dir.is_dir():
+        raise CorlError(f"{run_dir}: is a file; --output-dir must be a folder")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CorlError(f"--output-dir {run_dir}: {os_error_line(err) or err}") from None
+    for path in remove_stale_temps(run_dir):
+        log.warning("removed %s (left by an interrupted checkpoint save)", path)
+    write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(record, sort_keys=False))

@@ -1,0 +1,100 @@
+"""What a person watching a run sees: a progress bar on a terminal, else one plain log line every few steps,
+and one warning after the first step when nothing can train.
+
+Why the plain lines: piped output (a cluster's log file, CI) cannot show a bar, and a run that prints nothing
+for an hour looks hung. Why the first-step check: a cohort whose agents parse no answer gets no labels and
+trains nothing; the metrics say so, but only to someone who knows where to look.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from corl_vl.train.loop import Callback, TrainingRun
+
+log = logging.getLogger("corl_vl")
+
+
+def step_summary(run: TrainingRun) -> list[str]:
+    """``["1.2 s/step", "qwen: reward 0.41 agree 0.80", …]`` for the step that just ran."""
+    parts = [f"{run.seconds:.1f} s/step"]
+    for name, values in run.metrics.items():
+        if name == "cohort":
+            continue
+        agree = values.get("peer/agreement")
+        parts.append(
+            f"{name}: reward {values.get('reward/mean', math.nan):.2f}"
+            + (f" agree {agree:.2f}" if agree is not None else "")
+        )
+    return parts
+
+
+class ProgressBar(Callback):
+    """A rich progress bar: step, s/step, each agent's reward (and peer agreement), and ``run.status``."""
+
+    def __init__(self) -> None:
+        self._progress: Any = None
+        self._task: Any = None
+
+    def on_fit_start(self, run: TrainingRun) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]train"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[info]}"),
+        )
+        self._progress.start()
+        self._task = self._progress.add_task("train", total=run.max_steps, completed=run.start_step, info="")
+
+    def on_step_end(self, run: TrainingRun) -> None:
+        parts = step_summary(run)
+        if run.status:
+            parts.append(f"[bold red]{run.status}[/]")
+        self._progress.update(self._task, completed=run.completed, info=" | ".join(parts))
+
+    def close(self, run: TrainingRun) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+class PlainProgress(Callback):
+    """One INFO line every ``every`` steps (default: about 20 lines per run) and after the last step."""
+
+    def __init__(self, every: int | None = None) -> None:
+        self.every = every
+
+    def on_step_end(self, run: TrainingRun) -> None:
+        every = self.every or max(1, run.max_steps // 20)
+        if run.completed % every == 0 or run.completed == run.max_steps:
+            status = f" | {run.status}" if run.status else ""
+            log.info("step %d/%d | %s%s", run.completed, run.max_steps, " | ".join(step_summary(run)), status)
+
+
+class FirstStepCheck(Callback):
+    """After the first step of a run: warn once when no agent parsed an answer or got a label."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def on_step_end(self, run: TrainingRun) -> None:
+        if self.done:
+            return
+        self.done = True
+        agents = {k: v for k, v in run.metrics.items() if k != "cohort"}
+        parsed = [v.get("answer/parsed_frac", 0.0) for v in agents.values()]
+        labelled = [v["label/coverage"] for v in agents.values() if "label/coverage" in v]
+        if all(p == 0 for p in parsed) or (labelled and all(c == 0 for c in labelled)):
+            what = "parsed no answer" if all(p == 0 for p in parsed) else "got no label"
+            log.warning(
+                "step %d: every agent %s, so nothing trained (update/skipped). Random tiny models never answer: "
+                "use `corl-vl demo` or a config with an experiment: section (warm-started bases, e.g. "
+                "configs/demo.yaml). Check answer/parsed_frac and label/coverage in agents/*/metrics.jsonl.",
+                run.completed,
+                what,
+            )
