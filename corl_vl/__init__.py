@@ -3,7 +3,7 @@
 The Python API for scripting experiments (the README has a worked example)::
 
     config = corl_vl.load_config("cohort.yaml", ["train.max_steps=50"])   # or corl_vl.demo_config()
-    run = corl_vl.train(config)            # the recipe behind `corl-vl train` (run folder, checkpoints …)
+    run = corl_vl.train_cohort(config)     # the recipe behind `corl-vl train` (run folder, checkpoints …)
     print(corl_vl.evaluate(run.cohort, corl_vl.validation_problems("synthetic", "test", limit=64)))
 
 Lower level: ``build_cohort(config)`` and ``fit(cohort, callbacks)`` are the recipe's own parts.
@@ -26,7 +26,7 @@ _EXPORTS = {
     "config_from_dict": "corl_vl.config",
     "Cohort": "corl_vl.train.cohort",
     "build_cohort": "corl_vl.recipe",
-    "train": "corl_vl.recipe",
+    "train_cohort": "corl_vl.recipe",
     "demo_config": "corl_vl.experiment",
     "pair_config": "corl_vl.config",
     "evaluate": "corl_vl.api",
@@ -44,6 +44,11 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
+    if name == "train_cohort":  # ``corl_vl.train`` is the trainer package; the recipe's train is exported as this
+        from corl_vl.recipe import train
+
+        globals()[name] = train
+        return train
     if name not in _EXPORTS:
         raise AttributeError(f"module 'corl_vl' has no attribute {name!r}")
     value = getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -51,6 +51,16 @@ def check_choices(cfg: Any, bad: Any) -> None:
             f"must be ≥ 2 with grpo.advantage={cfg.grpo.advantage}: rewards are centred within each problem's "
             f"{cfg.grpo.k} completion(s), so a single completion always gets advantage 0 and nothing trains",
         )
+    source = cfg.eval.source or cfg.data.train
+    if cfg.eval.every and source == "synthetic":
+        from corl_vl.data.synth import SPLITS
+
+        if cfg.eval.split not in SPLITS:
+            raise bad(
+                "eval.split",
+                f"synthetic validation data has the splits {', '.join(SPLITS)}, not '{cfg.eval.split}' (set "
+                "eval.split: test, knowing that selecting on test leaks, or eval.source to a validation file)",
+            )
     spec = get_reward(cfg.reward.name)
     if spec.uses_peers and len(cfg.agents) < 2:
         raise bad("agents", "Co-RL needs at least two agents (use --baseline for a single model)")

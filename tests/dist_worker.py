@@ -103,15 +103,13 @@ def run_worker(
     """Train; returns (and writes) one record per agent this process held."""
     import torch
 
-    from corl_vl.cli.train import train
-    from corl_vl.train.cohort import Cohort
+    from corl_vl.recipe import train
     from corl_vl.train.distributed import launched_world_size
 
     distributed = launched_world_size() > 1
     state: dict = {"steps": []}
 
-    def build(cfg, device, dist=None):
-        cohort = Cohort.from_config(cfg, device=device, dist=dist)
+    def prepare(cohort):
         for index, agent in zip(cohort.indices, cohort.agents):
             agent.engine = ForcedTexts(agent.engine, index)
         state["before"] = {a.name: _params(a) for a in cohort.agents}
@@ -129,10 +127,9 @@ def run_worker(
 
         cohort.step = step
         state["cohort"] = cohort
-        return cohort
 
     cfg = config(out, distributed, ds_config, max_steps, save_every, models, problems_per_step)
-    train(cfg, resume=resume, progress=False, build=build)
+    train(cfg, resume=resume, progress=False, prepare=prepare)
     cohort = state["cohort"]
     records = []
     for agent in cohort.agents:

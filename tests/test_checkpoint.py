@@ -10,11 +10,10 @@ import torch
 import yaml
 from test_cohort import TINY, TINY_COHORT, ForcedTexts
 
-from corl_vl.cli.train import train
 from corl_vl.config import load_config
 from corl_vl.errors import CorlError
+from corl_vl.recipe import train
 from corl_vl.train.checkpoint import latest_checkpoint
-from corl_vl.train.cohort import Cohort
 
 
 class Killed(Exception):
@@ -24,8 +23,7 @@ class Killed(Exception):
 def _builder(kill_at_call: int | None = None):
     """Cohort with answers derived from the sampled ids (so rewards vary); optionally 'killed' mid-run."""
 
-    def build(cfg, device):
-        cohort = Cohort.from_config(cfg, device=device)
+    def prepare(cohort):
         calls = {"n": 0}
         for i, agent in enumerate(cohort.agents):
             inner = ForcedTexts(
@@ -42,9 +40,8 @@ def _builder(kill_at_call: int | None = None):
 
                 inner.generate = counted
             agent.engine = inner
-        return cohort
 
-    return build
+    return prepare
 
 
 def _config(out: Path):
@@ -66,16 +63,16 @@ def _weights(run: Path, agent: str):
 
 def test_resume_is_exact(tmp_path):
     full, resumed = tmp_path / "full", tmp_path / "resumed"
-    train(_config(full), progress=False, build=_builder())
+    train(_config(full), progress=False, prepare=_builder())
     with pytest.raises(Killed):  # dies in the rollout of step index 3, after the step-2 checkpoint
-        train(_config(resumed), progress=False, build=_builder(kill_at_call=3))
+        train(_config(resumed), progress=False, prepare=_builder(kill_at_call=3))
     assert latest_checkpoint(resumed).name == "step-000002"
     assert [r["step"] for r in _records(resumed, "qwen")] == [0, 1, 2]
     with (resumed / "agents" / "qwen" / "metrics.jsonl").open("a") as fh:
         fh.write('{"step": 3, "reward/me')  # killed mid-write: a cut-off last line must not block the resume
     with pytest.raises(CorlError, match="--resume"):
-        train(_config(resumed), progress=False, build=_builder())
-    train(_config(resumed), resume=True, progress=False, build=_builder())
+        train(_config(resumed), progress=False, prepare=_builder())
+    train(_config(resumed), resume=True, progress=False, prepare=_builder())
 
     for agent in ("qwen", "internvl"):
         a, b = _records(full, agent), _records(resumed, agent)
@@ -93,7 +90,7 @@ def test_checkpoint_folder_loads_with_from_pretrained(tmp_path):
     cfg = _config(run)
     cfg.train.max_steps = 1
     cfg.agents[0].template_date = "2025-02-03"  # recorded in config.yaml and in the checkpoint
-    train(cfg, progress=False, build=_builder())
+    train(cfg, progress=False, prepare=_builder())
     assert latest_checkpoint(run).name == "step-000001"
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert [a["template_date"] for a in saved["agents"]] == ["2025-02-03", "2024-07-26"]

@@ -185,3 +185,16 @@ def test_experiment_section_is_checked_before_models_load():
             config_from_dict({**base, "experiment": experiment})
     with pytest.raises(CorlError, match=r"select_best.*set eval\.every"):
         config_from_dict({**base, "eval": {"select_best": "peer_agreement"}})
+
+
+def test_every_shipped_config_loads():
+    paths = [CONFIGS / "demo.yaml", *CONFIGS.glob("pairs/*.yaml"), *CONFIGS.glob("science/*.yaml")]
+    assert len(paths) >= 10
+    for path in paths:
+        load_config(path)
+
+
+def test_synthetic_validation_split_is_checked_before_models_load():
+    with pytest.raises(CorlError, match=r"eval\.split: synthetic validation data has the splits train, test"):
+        load_config(TINY_COHORT, ["eval.every=1"])
+    assert load_config(TINY_COHORT, ["eval.every=1", "eval.split=test"]).eval.split == "test"

@@ -9,9 +9,9 @@ import pytest
 from test_checkpoint import _builder, _config
 
 from corl_vl.cli import main
-from corl_vl.cli.train import train
 from corl_vl.errors import CorlError
 from corl_vl.eval.runs import expand_models
+from corl_vl.recipe import train
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def tiny_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("runs") / "demo"
     cfg = _config(run)
     cfg.train.max_steps, cfg.train.save_every = 2, 1
-    train(cfg, progress=False, build=_builder())
+    train(cfg, progress=False, prepare=_builder())
     return run
 
 

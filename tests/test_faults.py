@@ -26,11 +26,12 @@ from test_checkpoint import _builder, _config
 from test_cohort import TINY, TINY_COHORT
 
 from corl_vl.cli import main
-from corl_vl.cli.train import train
 from corl_vl.config import apply_overrides, load_config
 from corl_vl.errors import CorlError
 from corl_vl.io import read_jsonl
+from corl_vl.recipe import train
 from corl_vl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from corl_vl.train.cohort import Cohort
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,7 +52,7 @@ def trained_run(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("faults") / "run"
     cfg = _config(run)
     cfg.train.max_steps = 1
-    train(cfg, progress=False, build=_builder())
+    train(cfg, progress=False, prepare=_builder())
     return run
 
 
@@ -74,7 +75,7 @@ def test_crafted_pickle_in_checkpoint_runs_nothing(trained_run, tmp_path, which)
     marker = tmp_path / "pwned"
     torch.save({"optimizer": Evil(marker)}, folder / f"{which}.pt")
     with pytest.raises(CorlError, match=r"could run code.*--allow-unsafe-checkpoint"):
-        train(_resume_config(run), resume=True, progress=False, build=_builder())
+        train(_resume_config(run), resume=True, progress=False, prepare=_builder())
     assert not marker.exists()
 
 
@@ -117,8 +118,8 @@ def test_old_pickled_checkpoint_needs_explicit_opt_in(trained_run, tmp_path):
         for suffix in (".json", ".safetensors"):
             (folder / f"{name}{suffix}").unlink()
     with pytest.raises(CorlError, match="--allow-unsafe-checkpoint"):
-        train(_resume_config(run), resume=True, progress=False, build=_builder())
-    train(_resume_config(run), resume=True, progress=False, build=_builder(), allow_unsafe_checkpoint=True)
+        train(_resume_config(run), resume=True, progress=False, prepare=_builder())
+    train(_resume_config(run), resume=True, progress=False, prepare=_builder(), allow_unsafe_checkpoint=True)
     assert "--allow-unsafe-checkpoint" in _help("train")
 
 
@@ -165,18 +166,20 @@ def test_disk_full_at_start_leaves_no_empty_config(tmp_path, monkeypatch):
     out.mkdir()
     patch_writes(monkeypatch, out, errno.ENOSPC, mkdir=False)
     cfg = load_config(TINY_COHORT, [*TINY, f"train.output_dir={out}"])
+    monkeypatch.setattr("corl_vl.recipe.build_cohort", _never_built)
     with pytest.raises(CorlError, match=r"config\.yaml: cannot write, no space left"):
-        train(cfg, progress=False, build=_never_built)
+        train(cfg, progress=False)
     assert not (out / "config.yaml").exists() and not any(out.iterdir())
 
 
-def _never_built(cfg, device):
+def _never_built(cfg, **kwargs):
     raise AssertionError("the models were loaded although the run could not start")
 
 
 def test_disk_full_during_save_keeps_previous_checkpoint(trained_run, tmp_path, monkeypatch):
     run = _copy(trained_run, tmp_path)
-    cohort = _builder()(_resume_config(run), "cpu")
+    cohort = Cohort.from_config(_resume_config(run))
+    _builder()(cohort)
     load_checkpoint(latest_checkpoint(run), cohort)
     cohort.step_index = 2
     before = sorted(p.name for p in (run / "checkpoints").iterdir())
@@ -292,20 +295,26 @@ def test_second_sigint_exits_at_once(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------- resume
-def test_resume_refuses_changed_training_settings_and_records_accepted_ones(trained_run, tmp_path):
+def test_resume_refuses_changed_training_settings_and_records_accepted_ones(
+    trained_run, tmp_path, monkeypatch
+):
     run = _copy(trained_run, tmp_path)
     record = (run / "config.yaml").read_text()
     changed = _resume_config(run, "grpo.k=2", "train.lr=0.5")
+    monkeypatch.setattr("corl_vl.recipe.build_cohort", _never_built)
     with pytest.raises(CorlError) as err:
-        train(changed, resume=True, progress=False, build=_never_built)
+        train(changed, resume=True, progress=False)
     message = str(err.value)
     assert "grpo.k: 4 → 2" in message and "train.lr: 0.001 → 0.5" in message
     assert "--allow-config-change grpo.k train.lr" in message
     assert (run / "config.yaml").read_text() == record  # the run's record still describes its checkpoints
 
     with pytest.raises(CorlError, match=r"train\.lr"):  # opting in to one key is not enough
-        train(changed, resume=True, progress=False, build=_never_built, allow_config_change=["grpo.k"])
-    train(changed, resume=True, progress=False, build=_builder(), allow_config_change=["grpo.k", "train.lr"])
+        train(changed, resume=True, progress=False, allow_config_change=["grpo.k"])
+    monkeypatch.undo()
+    train(
+        changed, resume=True, progress=False, prepare=_builder(), allow_config_change=["grpo.k", "train.lr"]
+    )
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["grpo"]["k"] == 2 and saved["train"]["lr"] == 0.5
     (entry,) = saved["history"]
@@ -365,7 +374,10 @@ def test_demo_config_trains(tmp_path, capsys):
         after = load_file(str(latest_checkpoint(out) / agent["name"] / "model.safetensors"))
         assert any(not torch.equal(base[k], after[k]) for k in base), agent["name"]
     demo = yaml.safe_load((ROOT / "configs" / "science" / "demo_warm.yaml").read_text())
-    assert yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())["warm_start"] == demo["warm_start"]
+    assert (
+        yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())["experiment"]["warm_start"]
+        == demo["experiment"]["warm_start"]
+    )
 
 
 # ---------------------------------------------------------------------------------------- small ones
@@ -393,7 +405,7 @@ def test_resume_accepts_settings_a_newer_version_added(trained_run, tmp_path):
     record = yaml.safe_load((run / "config.yaml").read_text())
     del record["grpo"]["epsilon_high"], record["reward"]["ties"]
     (run / "config.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
-    train(_resume_config(run), resume=True, progress=False, build=_builder())
+    train(_resume_config(run), resume=True, progress=False, prepare=_builder())
     (entry,) = yaml.safe_load((run / "config.yaml").read_text())["history"]
     assert set(entry["changed"]) == {
         "train.output_dir"

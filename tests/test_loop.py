@@ -9,11 +9,10 @@ from types import SimpleNamespace
 import pytest
 from test_cohort import TINY, TINY_COHORT, ForcedTexts, boxed
 
-from corl_vl.cli.train import train
 from corl_vl.config import config_from_dict, load_config
 from corl_vl.errors import CorlError
+from corl_vl.recipe import train
 from corl_vl.train.callbacks import MetricsLog
-from corl_vl.train.cohort import Cohort
 from corl_vl.train.loop import Callback, TrainingRun, fit
 
 
@@ -118,13 +117,11 @@ def test_periodic_validation_goes_to_metrics_and_keeps_the_best_checkpoint(tmp_p
     ]  # fmt: skip
     cfg = load_config(TINY_COHORT, overrides)
 
-    def build(cfg, device):
-        cohort = Cohort.from_config(cfg, device=device)
+    def prepare(cohort):
         for agent in cohort.agents:
             agent.engine = ForcedTexts(agent.engine, boxed(1, 1, 1, 2))
-        return cohort
 
-    train(cfg, progress=False, build=build)
+    train(cfg, progress=False, prepare=prepare)
     rows = [json.loads(line) for line in (out / "agents" / "qwen" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1]
     assert all({"eval/parsed_frac", "eval/peer_agreement", "eval/accuracy"} <= r.keys() for r in rows)

@@ -11,10 +11,11 @@ import json
 import shutil
 
 import pytest
+import yaml
 from PIL import Image
 
 from corl_vl.cli import main as cli_main
-from corl_vl.config import config_from_dict, save_config
+from corl_vl.config import config_from_dict, to_dict
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from model_adapters import create_adapter
@@ -119,14 +120,14 @@ def test_template_date_is_configurable_and_validated():
 
 
 def test_config_records_the_pinned_date(tmp_path):
-    from corl_vl.cli.train import pin_template_dates
+    from corl_vl.recipe import pin_template_dates
 
     raw = {"agents": [{"name": "a", "model": "tiny-llama3"}, {"name": "b", "model": "tiny-qwen2.5"}]}
     raw["agents"][1]["template_date"] = datetime.date(2025, 3, 4)  # YAML reads an unquoted date as a date
     cfg = config_from_dict(raw)
     assert [a.template_date for a in cfg.agents] == [None, "2025-03-04"]
     pin_template_dates(cfg)
-    save_config(cfg, tmp_path / "config.yaml")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg)))
     text = (tmp_path / "config.yaml").read_text()
     assert "template_date: '2024-07-26'" in text and "template_date: '2025-03-04'" in text
     assert cfg.agents[1].adapter_options() == {"template_date": "2025-03-04"}

@@ -42,7 +42,7 @@ def test_a_non_zero_step_restarts_the_count_and_zero_turns_it_off():
 
 def test_a_real_run_that_never_parses_an_answer_stops_with_a_clear_error(tmp_path, capsys):
     """A tiny random model writes no parseable answer: the training loop stops after 2 × stall_steps."""
-    from corl_vl.cli.train import train
+    from corl_vl.recipe import train
 
     cfg = config_from_dict(
         {

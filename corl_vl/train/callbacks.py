@@ -184,8 +184,11 @@ def standard_callbacks(
     writers = [a.name for a in cohort.agents] if dist is None or dist.is_group_leader else []
     main = dist is None or dist.is_main
     stall = StallDetection(cfg.train.stall_steps, dist)
-    callbacks: list[Callback] = [PeriodicEval.from_config(cohort, run_dir)] if cfg.eval.every else []
+    validation = PeriodicEval.from_config(cohort, run_dir) if cfg.eval.every else None
+    callbacks: list[Callback] = [validation] if validation is not None else []
     callbacks += [stall, MetricsLog(run_dir, writers, cfg.train.report_to)]
+    if validation is not None:
+        callbacks.append(validation.reraise)
     if main:
         callbacks.append(ProgressBar() if progress and sys.stderr.isatty() else PlainProgress())
         callbacks.append(FirstStepCheck())

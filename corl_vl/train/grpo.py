@@ -16,7 +16,6 @@ Conventions chosen (and tested):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -193,8 +192,3 @@ def masked_mean(values: Tensor, mask: Tensor) -> float:
     """Mean of ``values`` over real tokens (0.0 if there are none); for logging."""
     total = float(mask.sum())
     return float((values.detach() * mask).sum()) / total if total else 0.0
-
-
-def nan_safe_mean(values: list[float]) -> float:
-    """Mean of a list, NaN for an empty one (a metric that did not apply this step)."""
-    return sum(values) / len(values) if values else math.nan

@@ -1,7 +1,7 @@
 """Ctrl-C and SIGTERM during training: finish the current step, save, say how to resume, exit 130/143.
 
-Why: a cluster scheduler's SIGTERM or a user's Ctrl-C used to kill the run with a long ``KeyboardInterrupt``
-traceback and lose every step since the last checkpoint. Now the first signal only sets a flag; the training
+Why: a cluster scheduler's SIGTERM or a user's Ctrl-C would otherwise kill the run with a long
+``KeyboardInterrupt`` traceback and lose every step since the last checkpoint. The first signal only sets a flag; the training
 loop checks it between steps (:meth:`StopRequest.should_stop`), saves a checkpoint and raises
 :class:`Interrupted`, which the CLI turns into one line and the conventional exit status (128 + signal). A second
 signal means "now": the process exits at once — safe, because every save is atomic and the half-written

@@ -2,12 +2,12 @@
 
 Why: loading a cohort takes seconds on CPU and minutes on a GPU node; an error found only afterwards (more
 problems per step than the data has, GT reward on data without gold answers, a hub id on a machine without
-internet) wasted that time and used to leave ``config.yaml``, TensorBoard folders and empty metrics behind.
-:func:`preflight` is called by ``corl-vl train`` before the models load, and nothing is written to the run
-folder until it has passed.
+internet) wastes that time and can leave ``config.yaml``, TensorBoard folders and empty metrics behind.
+These checks run in :func:`corl_vl.recipe.train` before the models load, and nothing is written to the run
+folder until they have passed.
 
 Hub ids: on a cluster node without internet (or with ``HF_HUB_OFFLINE`` set) a model that is not in the local
-Hugging Face cache used to cost half a minute of retries and two tracebacks. Here the cache is looked at first;
+Hugging Face cache costs half a minute of retries and two tracebacks. Here the cache is looked at first;
 a missing model with the hub switched off or unreachable is one line that says how to get it. When every hub
 model is cached but the hub is unreachable, offline mode is switched on so the loaders do not retry either.
 """

@@ -1,7 +1,7 @@
 """``--resume`` continues *the same run*: compare the new effective config with the run's ``config.yaml``.
 
-Why: resuming with another K, learning rate, reward or model used to be accepted silently, and ``config.yaml``
-was overwritten with the new settings — the run's record no longer described its checkpoints. Now every key
+Why: a resume with another K, learning rate, reward or model, accepted silently, would overwrite
+``config.yaml`` with the new settings, and the run's record would no longer describe its checkpoints. Every key
 whose change alters training is refused, each one named with its old and new value; the user may opt in per
 key (``--allow-config-change KEY …``), and an accepted change is appended to the ``history`` list in
 ``config.yaml``, so the record says what changed and at which step.

@@ -23,6 +23,7 @@ from typing import Any
 from corl_vl.answers.equivalence import equivalent
 from corl_vl.answers.voting import vote
 from corl_vl.data.problem import Problem
+from corl_vl.data.synth import to_text_problem
 from corl_vl.errors import CorlError
 from corl_vl.eval.greedy import greedy_answers, greedy_engine
 from corl_vl.io import write_text_atomic
@@ -32,12 +33,22 @@ from corl_vl.train.loop import Callback, TrainingRun
 Evaluation = Callable[[Any], dict[str, dict[str, Any]]]  # cohort → {agent: results}
 
 
-def validation_problems(source: str, split: str, *, limit: int | None, seed: int = 0) -> list[Problem]:
-    """The validation problems: generated (``synthetic``: its ``train``/``test`` splits) or read from a file."""
+def validation_problems(
+    source: str,
+    split: str,
+    *,
+    limit: int | None,
+    seed: int = 0,
+    skills: Sequence[str] | None = None,
+    text_view: bool = False,
+) -> list[Problem]:
+    """The validation problems: generated (``synthetic``: its ``train``/``test`` splits, of ``skills``, as text
+    when ``text_view``) or read from a file."""
     if source == "synthetic":
-        from corl_vl.data.synth import generate_problems
+        from corl_vl.data.synth import generate_problems, to_text_problem
 
-        return generate_problems(limit or 64, seed=seed, split=split)
+        problems = generate_problems(limit or 64, seed=seed, split=split, skills=skills)
+        return [to_text_problem(p) for p in problems] if text_view else problems
     from corl_vl.data.datasets import load_problems
 
     split_arg = split if Path(source).is_dir() else None
@@ -51,10 +62,11 @@ def greedy_validation(problems: Sequence[Problem], max_new_tokens: int) -> Evalu
 
     def evaluate(cohort: Any) -> dict[str, dict[str, Any]]:
         answers: dict[str, dict[str, str | None]] = {}
-        for agent in cohort.agents:
+        for agent in cohort.agents:  # a text-only model is asked the pictures described in words
+            view = problems if agent.adapter.supports_images else [to_text_problem(p) for p in problems]
             with agent.backend.inference_weights():
                 engine = greedy_engine(agent.adapter, agent.model)
-                answers[agent.name] = greedy_answers(engine, problems, max_new_tokens)
+                answers[agent.name] = greedy_answers(engine, view, max_new_tokens)
         results: dict[str, dict[str, Any]] = {}
         for name, own in answers.items():
             peers = [answers[other] for other in answers if other != name]
@@ -101,18 +113,33 @@ class PeriodicEval(Callback):
         self.evaluation, self.every, self.at_start = evaluation, every, at_start
         self.select_best, self.run_dir = select_best, Path(run_dir) if run_dir is not None else None
         self.best: float | None = None
+        self.failure: BaseException | None = None
+        self.problems: list[Problem] = []  # the validation set, when built from the config
+        self.reraise = _ReraiseFailure(self)  # placed after the metrics sinks: a failed step keeps its row
 
     @classmethod
     def from_config(cls, cohort: Any, run_dir: str | Path) -> PeriodicEval:
         cfg = cohort.cfg
         source = cfg.eval.source or cfg.data.train
-        problems = validation_problems(source, cfg.eval.split, limit=cfg.eval.limit, seed=cfg.data.seed)
+        exp = cfg.experiment  # synthetic validation asks about the experiment's skills, in its view
+        problems = validation_problems(
+            source,
+            cfg.eval.split,
+            limit=cfg.eval.limit,
+            seed=cfg.data.seed,
+            skills=exp.skills if exp is not None else None,
+            text_view=exp is not None and exp.text_view,
+        )
         if cfg.eval.select_best == "accuracy" and not any(p.answer is not None for p in problems):
             raise CorlError(f"eval.select_best=accuracy: the validation set {source} has no answers")
-        return cls(
-            greedy_validation(problems, cfg.eval.max_new_tokens), cfg.eval.every,
-            select_best=cfg.eval.select_best, run_dir=run_dir,
-        )  # fmt: skip
+        periodic = cls(
+            greedy_validation(problems, cfg.eval.max_new_tokens),
+            cfg.eval.every,
+            select_best=cfg.eval.select_best,
+            run_dir=run_dir,
+        )
+        periodic.problems = problems
+        return periodic
 
     def on_fit_start(self, run: TrainingRun) -> None:
         if self.at_start:
@@ -121,7 +148,11 @@ class PeriodicEval(Callback):
     def on_step_end(self, run: TrainingRun) -> None:
         if not ((self.every and run.completed % self.every == 0) or run.completed == run.max_steps):
             return
-        results = self.evaluation(run.cohort)
+        try:
+            results = self.evaluation(run.cohort)
+        except Exception as err:  # raised again once the step's metrics are written (self.reraise)
+            self.failure = err
+            return
         run.evals.append({"step": run.completed, **results})
         for name, values in results.items():
             if name in run.metrics:
@@ -149,6 +180,16 @@ class PeriodicEval(Callback):
         }
         write_text_atomic(root / "best.json", json.dumps(record, indent=2))
         write_text_atomic(root / "best", folder.name)
+
+
+class _ReraiseFailure(Callback):
+    def __init__(self, evaluation: PeriodicEval) -> None:
+        self.evaluation = evaluation
+
+    def on_step_end(self, run: TrainingRun) -> None:
+        if self.evaluation.failure is not None:
+            failure, self.evaluation.failure = self.evaluation.failure, None
+            raise failure
 
 
 def _numbers(values: dict[str, Any], prefix: str = "") -> dict[str, float]:
