@@ -44,7 +44,9 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    if name == "train_cohort":  # ``corl_vl.train`` is the trainer package; the recipe's train is exported as this
+    if (
+        name == "train_cohort"
+    ):  # ``corl_vl.train`` is the trainer package; the recipe's train is exported as this
         from corl_vl.recipe import train
 
         globals()[name] = train
