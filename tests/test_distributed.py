@@ -68,14 +68,24 @@ def _records(run: Path, agent: str) -> list[dict]:
     return [json.loads(line) for line in (run / "agents" / agent / "metrics.jsonl").read_text().splitlines()]
 
 
-def _launch(out: Path, *args: str, env: dict, timeout: float = 600, nproc: int = 2) -> float:
-    """``torchrun`` of dist_worker.py; returns seconds.
+def _launch(
+    out: Path, *args: str, env: dict, timeout: float = 600, nproc: int = 2, command: list[str] | None = None
+) -> float:
+    """``torchrun`` of dist_worker.py (or of ``command``: a module and its arguments); returns seconds.
 
     A hang fails the test: on timeout the launcher's whole process group (its own session: torchrun and its
     workers, nothing else) gets SIGTERM — each worker then prints its stack (faulthandler) — then SIGKILL.
     """
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--nnodes=1",
-           f"--master_port={_free_port()}", str(TESTS / "dist_worker.py"), str(out), *args]  # fmt: skip
+    target = command or [str(TESTS / "dist_worker.py"), str(out), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        "--nnodes=1",
+        f"--master_port={_free_port()}",
+        *target,
+    ]
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
@@ -237,3 +247,23 @@ def test_zero3_with_two_ranks_per_agent_and_uneven_shares_does_not_hang(tmp_path
         assert rec["steps"] == records[0]["steps"]  # every rank: same ids, same answers' ids, same labels
     for agent in ("qwen", "llama"):
         assert sum(r["trained_rows"] for r in _records(tmp_path / "run", agent)) > 0
+
+
+@pytest.mark.distributed
+def test_documented_torchrun_command_trains_the_demo_config(tmp_path):
+    """docs/training.md's command: torchrun of `corl-vl train --config configs/demo.yaml` (warm-started bases,
+    one agent per process, ZeRO-2 on gloo)."""
+    root = TESTS.parent
+    out = tmp_path / "run"
+    settings = [
+        f"distributed.deepspeed={root / 'configs/deepspeed/zero2.json'}",
+        "data.problems_per_step=2",
+        "grpo.k=4",
+    ]
+    command = ["-m", "corl_vl", "train", "--config", str(root / "configs/demo.yaml"), "--max-steps", "1"]
+    command += [*(arg for item in settings for arg in ("--set", item)), "--output-dir", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    _launch(out, env=env, command=command)
+    for agent in ("qwen", "internvl"):
+        (row,) = _records(out, agent)
+        assert row["trained_rows"] > 0 and row["update/skipped"] == 0.0
