@@ -40,7 +40,7 @@ def uniform_and_weighted():
     return _cohort("uniform"), _cohort("dawid_skene")
 
 
-def test_dawid_skene_weighting_stops_a_collapsed_agent_from_outvoting_a_good_one(uniform_and_weighted):
+def test_dawid_skene_weights_come_from_the_supervisors_answers_alone(uniform_and_weighted):
     uniform, weighted = uniform_and_weighted
     uniform.step()
     # internvl's label pools qwen (5, 5, 5, 2) and gemma (3, 3, 3, 3): "3" wins 4 to 3 when votes are equal;
@@ -49,8 +49,11 @@ def test_dawid_skene_weighting_stops_a_collapsed_agent_from_outvoting_a_good_one
     assert set(uniform.last[0].labels.values()) == {None}
     metrics = weighted.step()
     qwen, internvl, gemma = weighted.last
-    assert set(internvl.labels.values()) == {"5"} and set(qwen.labels.values()) == {"5"}
-    assert all(r == [1.0, 1.0, 1.0, 0.0] for r in qwen.rewards.values())  # qwen's own 2 earns nothing
+    # leave-one-out: qwen's supervisors are weighed on internvl's and gemma's answers alone, which always
+    # disagree (5 vs 3): equal weights, a tie, no label. internvl's are weighed on qwen (5, 5, 5, 2) against the
+    # unanimous gemma, which looks the more consistent: its 3 wins. Two supervisors cannot expose a collapsed one.
+    assert set(qwen.labels.values()) == {None} and set(internvl.labels.values()) == {"3"}
+    assert set(gemma.labels.values()) == {"5"}
     assert all(r == [0.0] * 4 for r in gemma.rewards.values())  # gemma's label is 5; it says 3
     # reliabilities: the collapsed agent is judged the worst; every estimate is logged for every agent
     rel = {name: metrics[name]["reliability/dawid_skene"] for name in ("qwen", "internvl", "gemma")}
@@ -125,3 +128,34 @@ def test_reliability_is_tracked_per_tag_with_the_overall_value_as_fallback():
     values = sup.trackers["agreement"].values
     assert values == {"": [0.0, None, 0.0], "tag:a": [None, None, 0.0], "tag:b": [0.0, None, None]}
     assert sup.trackers["agreement"].get("a") == [0.0, None, 0.0]  # qwen has no tag-a estimate: overall
+
+
+def test_an_agent_that_copies_a_peer_never_votes_itself_a_label():
+    """Agents 1 and 2 always disagree; agent 0 copies agent 1. Estimated from every answer, Dawid–Skene rates
+    agents 0 and 1 ≈ 1 and agent 2 ≈ 0, and agent 0's label would be its own answer (reward 1 every time).
+    Estimated without agent 0's answers, its two supervisors are indistinguishable: a tie, as with uniform votes."""
+    from corl_vl.rewards.supervision import Supervision
+    from corl_vl.rewards.topology import all_peers
+
+    names = ["copier", "a", "b"]
+    raw = {"agents": [{"name": n, "model": "m"} for n in names], "reward": {"topology": "all_peers"}}
+    ids = [f"p{k}" for k in range(6)]
+    answers = {
+        "copier": {p: [str(k)] * 4 for k, p in enumerate(ids)},
+        "a": {p: [str(k)] * 4 for k, p in enumerate(ids)},
+        "b": {p: [str(k + 10)] * 4 for k, p in enumerate(ids)},
+    }
+    choices = dict.fromkeys(ids)
+    for weighting in ("uniform", "agreement", "dawid_skene"):
+        cfg = config_from_dict({**raw, "reward": {**raw["reward"], "weighting": weighting}})
+        supervision = Supervision(cfg, all_peers(3), names)
+        rewards, labels = supervision.step(answers, ids, choices)
+        assert set(labels["copier"].values()) == {None}, weighting
+        assert all(r == [0.0] * 4 for r in rewards["copier"].values()), weighting
+        assert labels["b"] == {p: str(k) for k, p in enumerate(ids)}  # its two supervisors agree
+    logged = supervision.metrics  # the logged estimate still reads every answer
+    assert logged["copier"]["reliability/dawid_skene"] > 0.99 > 0.01 > logged["b"]["reliability/dawid_skene"]
+    state = supervision.state_dict()
+    restored = Supervision(cfg, all_peers(3), names)
+    restored.load_state_dict(state)
+    assert restored.state_dict() == state

@@ -190,11 +190,14 @@ def weighted_peer_rewards(
     tie_policy: str = "none",
     min_share: float = 0.0,
     timeout: float | None = None,
+    reliability_by_agent: Sequence[Mapping[str, Sequence[float | None]]] | None = None,
 ) -> tuple[list[dict[str, list[float]]], list[dict[str, WeightedVote]]]:
     """Co-RL rewards with reliability-weighted supervisors: ``(rewards[i][pid], labels[i][pid])``.
 
-    ``reliability[pid][j]``: agent j's estimated accuracy on that problem (None → uniform weights). Agent i's
-    own answers never vote for its label. ``soft=False``: 1.0 for answers equivalent to the weighted label;
+    ``reliability[pid][j]``: agent j's estimated accuracy on that problem (None → uniform weights);
+    ``reliability_by_agent[i][pid][j]`` instead: the estimates that weigh agent i's supervisors (leave-one-out:
+    made without agent i's answers, so its own answers cannot raise its supervisors' weights). Agent i's own
+    answers never vote for its label. ``soft=False``: 1.0 for answers equivalent to the weighted label;
     ``soft=True``: each answer earns the weighted share of supervisor votes for its cluster (ties need no
     breaking). Both give 0.0 everywhere when the winning weighted share is below ``min_share`` (abstain).
     """
@@ -209,7 +212,8 @@ def weighted_peer_rewards(
         votes: dict[str, WeightedVote] = {}
         out: dict[str, list[float]] = {}
         for pid, own in answers[i].items():
-            rel = None if reliability is None else [reliability[pid][j] for j in sups]
+            table = reliability if reliability_by_agent is None else reliability_by_agent[i]
+            rel = None if table is None else [table[pid][j] for j in sups]
             v = weighted_vote(
                 [answers[j][pid] for j in sups], rel, choices=choices.get(pid), tie_policy=tie_policy,
                 min_share=min_share, timeout=timeout,
