@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from corl_vl.config import load_config, pair_config
+    from corl_vl.config import apply_overrides, finalize, load_config, pair_config
     from corl_vl.recipe import train
 
     overrides = list(args.overrides)
@@ -91,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
         overrides, choice = pair_data_defaults(presets, overrides)  # data by modality; --set still wins
         if choice:
             log.info(choice)
-        cfg = tiny_pair_experiment(pair_config(presets, overrides))
+        cfg = tiny_pair_experiment(pair_config(presets))  # the experiment section first, so --set reaches it
+        cfg = finalize(apply_overrides(cfg, overrides), "--pair")
     try:
         run = train(
             cfg,
