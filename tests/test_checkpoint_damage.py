@@ -55,8 +55,14 @@ def _edit_json(file: Path, change) -> None:
         ("{not json", r"meta\.json: not readable JSON"),
         ('{"step": 1, "format": 3}', r"meta\.json: no 'agents' list"),
         ('["qwen"]', r"meta\.json: expected a JSON object"),
-        ('{"step": -5, "agents": ["qwen", "internvl"], "format": 3}', r"meta\.json: 'step' must be a non-neg"),
-        ('{"step": 1, "agents": ["../../escaped"], "format": 3}', r"meta\.json: agent name '\.\./\.\./escaped'"),
+        (
+            '{"step": -5, "agents": ["qwen", "internvl"], "format": 3}',
+            r"meta\.json: 'step' must be a non-neg",
+        ),
+        (
+            '{"step": 1, "agents": ["../../escaped"], "format": 3}',
+            r"meta\.json: agent name '\.\./\.\./escaped'",
+        ),
     ],
 )
 def test_bad_meta_json_is_refused_before_models_load(trained_run, tmp_path, text, message):

@@ -192,6 +192,18 @@ class Generator:
             raise CorlError(f"rollout engine '{engine}' is not available here ({err})") from None
         self.context_length = context_length(self.adapter.model_path, weights)
 
+    def close(self) -> None:
+        """Release what the engine holds outside the process (vLLM's weight-sync folder in the cache)."""
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> Generator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def supports_images(self) -> bool:
         return bool(self.adapter.supports_images)

@@ -305,11 +305,11 @@ def generate_answers(
     out = Path(out_dir)
     paths = []
     for model, name in zip(models, answers_file_names(models)):
-        gen = Generator(model, engine=engine, device=device, batch_size=batch_size)
-        view = _model_view(problems, data, split, limit, text_model=not gen.supports_images)
-        responses = gen.generate(
-            view, decoding, out / ".generations" / f"{name}.jsonl", progress=progress, description=name
-        )
+        with Generator(model, engine=engine, device=device, batch_size=batch_size) as gen:
+            view = _model_view(problems, data, split, limit, text_model=not gen.supports_images)
+            responses = gen.generate(
+                view, decoding, out / ".generations" / f"{name}.jsonl", progress=progress, description=name
+            )
         rows = []
         for p in view:
             text = responses[p.id][0]
