@@ -296,11 +296,7 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests):
         """The chat-templated prompt string (with one placeholder per image) and the prepared images."""
         images = [self.prepare_image(im) for im in problem.images] if self.supports_images else []
         messages = self.build_messages(problem, images)
-        text = self.processor.apply_chat_template(
-            messages, chat_template=self.chat_template, tokenize=False, add_generation_prompt=True,
-            **self.template_variables(),
-        )  # fmt: skip
-        return text, images
+        return self.render_chat(messages), images
 
     def _add_special_tokens(self, text: str) -> bool:
         """False when the template already emitted BOS (Gemma, Llama-3): a second BOS degrades the model."""

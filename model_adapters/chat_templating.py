@@ -16,6 +16,26 @@ from corl_vl.errors import CorlError
 from .templates import parse_template_date, pinned_clock, uses_clock, write_prompt_record
 
 
+def _describe(err: Exception) -> str:
+    """A Jinja error in one line: its kind, line (when known) and message."""
+    line = getattr(err, "lineno", None)
+    where = f" at line {line}" if line else ""
+    message = str(getattr(err, "message", None) or err).strip().splitlines()
+    return f"Jinja {type(err).__name__}{where}: {(message[0] if message else '')[:200]}"
+
+
+def _compile(template: str, origin: str) -> None:
+    """Compile ``template`` the way the processor will (transformers' sandboxed environment and extensions),
+    so a syntax error is one line."""
+    from jinja2 import TemplateError
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    try:
+        _compile_jinja_template(template)
+    except TemplateError as err:
+        raise CorlError(f"{origin}: {_describe(err)}; fix the template") from None
+
+
 def _jsonable(value: Any) -> bool:
     return isinstance(value, (str, int, float, bool, type(None), list, dict))
 
@@ -45,7 +65,31 @@ class ChatTemplating:
                 f"{self.model_path}: the checkpoint has no (single) chat template; add chat_template.jinja to "
                 f"it or pass the adapter option chat_template=PATH.jinja"
             )
-        return self.normalize_chat_template(template)
+        template = self.normalize_chat_template(template)
+        _compile(template, self.template_origin)  # a syntax error is found here, before any prompt renders
+        return template
+
+    @property
+    def template_origin(self) -> str:
+        """Where the chat template came from, for error messages."""
+        if self._chat_template_override is not None:
+            return f"adapter {self.name}: the chat_template option"
+        return f"{self.model_path}: its chat template"
+
+    def render_chat(self, messages: list[dict[str, Any]]) -> str:
+        """``messages`` rendered with :attr:`chat_template` (generation prompt added). The processor renders in
+        Jinja's sandbox; what the sandbox refuses, and any other template error, is one line naming the
+        template."""
+        from jinja2 import TemplateError
+
+        template = self.chat_template
+        try:
+            return self.processor.apply_chat_template(
+                messages, chat_template=template, tokenize=False, add_generation_prompt=True,
+                **self.template_variables(),
+            )  # fmt: skip
+        except TemplateError as err:
+            raise CorlError(f"{self.template_origin}: {_describe(err)}; fix the template") from None
 
     def normalize_chat_template(self, template: str) -> str:
         """Family hook: rewrite known variants of the family's template into the form its processor expects."""

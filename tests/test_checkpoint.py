@@ -113,7 +113,7 @@ def test_latest_pointer_of_older_runs_still_resolves(tmp_path):
     root = tmp_path / "run" / "checkpoints"
     for step in ("step-000002", "step-000004"):
         (root / step).mkdir(parents=True)
-        (root / step / "meta.json").write_text("{}")
+        (root / step / "meta.json").write_text('{"step": 2, "agents": ["a"], "format": 2}')
     (root / "latest").write_text("step-000002")  # the text pointer runs wrote before it became a link
     assert latest_checkpoint(tmp_path / "run") == root / "step-000002"
     (root / "latest").unlink()

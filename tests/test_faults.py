@@ -69,7 +69,7 @@ def _resume_config(run: Path, *overrides: str):
 def test_crafted_pickle_in_checkpoint_runs_nothing(trained_run, tmp_path, which):
     run = _copy(trained_run, tmp_path)
     ckpt = latest_checkpoint(run)
-    folder = ckpt / "qwen" if which == "trainer_state" else ckpt
+    folder = ckpt / "state" / "qwen" if which == "trainer_state" else ckpt
     for suffix in (".json", ".safetensors"):
         (folder / f"{which}{suffix}").unlink()
     marker = tmp_path / "pwned"
@@ -110,8 +110,8 @@ def test_old_pickled_checkpoint_needs_explicit_opt_in(trained_run, tmp_path):
     run = _copy(trained_run, tmp_path)
     ckpt = latest_checkpoint(run)
     for folder, name in [
-        (ckpt / "qwen", "trainer_state"),
-        (ckpt / "internvl", "trainer_state"),
+        (ckpt / "state" / "qwen", "trainer_state"),
+        (ckpt / "state" / "internvl", "trainer_state"),
         (ckpt, "cohort_state"),
     ]:
         torch.save(load_state(folder, name), folder / f"{name}.pt")

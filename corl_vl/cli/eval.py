@@ -198,6 +198,15 @@ def _model_extractor(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    finally:
+        extractor = getattr(args, "_extractor", None)
+        if extractor is not None:  # loaded once per command; its vLLM engine holds a cache folder
+            extractor.close()
+
+
+def _run(args: argparse.Namespace) -> int:
     from corl_vl.eval.loaders import load_benchmark
     from corl_vl.eval.report import check_ids, read_responses, write_outputs
 
@@ -270,28 +279,28 @@ def _generate_and_score(
     }
     generated: dict[str, dict[str, dict[str, list[str]]]] = {n: {} for n in names}  # bench → run → responses
     for label, model in zip(labels, args.model):
-        generator = Generator(
+        with Generator(
             model, adapter=args.adapter, engine=args.engine, device=device, batch_size=args.batch_size,
             max_long_side=args.max_long_side, dtype=dtype, answer_format=args.answer_format,
-        )  # fmt: skip
-        for name in names:
-            spec = get_spec(name)
-            if spec.multimodal and not generator.supports_images:
-                _warn(f"{label} is a text-only model: skipping {name}")
-                continue
-            samples = args.samples or max(spec.samples, args.ensemble or 1)
-            decoding = default_decoding(
-                spec.multimodal, samples, temperature=args.temperature, top_p=args.top_p,
-                max_new_tokens=args.max_new_tokens, seed=args.seed,
-            )  # fmt: skip
-            cache = args.output_dir / "generations" / label / f"{name}.jsonl"
-            generated[name][label] = generator.generate(
-                problems[name],
-                decoding,
-                cache,
-                progress=not args.no_progress,
-                description=f"{label} · {name}",
-            )
+        ) as generator:  # fmt: skip
+            for name in names:
+                spec = get_spec(name)
+                if spec.multimodal and not generator.supports_images:
+                    _warn(f"{label} is a text-only model: skipping {name}")
+                    continue
+                samples = args.samples or max(spec.samples, args.ensemble or 1)
+                decoding = default_decoding(
+                    spec.multimodal, samples, temperature=args.temperature, top_p=args.top_p,
+                    max_new_tokens=args.max_new_tokens, seed=args.seed,
+                )  # fmt: skip
+                cache = args.output_dir / "generations" / label / f"{name}.jsonl"
+                generated[name][label] = generator.generate(
+                    problems[name],
+                    decoding,
+                    cache,
+                    progress=not args.no_progress,
+                    description=f"{label} · {name}",
+                )
         del generator
         if device.startswith("cuda"):
             torch.cuda.empty_cache()

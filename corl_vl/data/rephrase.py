@@ -107,8 +107,14 @@ def rephrase(
             f"rephrase: bad settings max_new_tokens={max_new_tokens}, temperature={temperature}, "
             f"batch_size={batch_size}"
         )
-    gen = Generator(model, adapter=adapter, engine=engine, device=device, batch_size=batch_size,
-                    answer_format="none")  # fmt: skip
+    with Generator(model, adapter=adapter, engine=engine, device=device, batch_size=batch_size,
+                   answer_format="none") as gen:  # fmt: skip
+        return _rephrase_with(gen, problems, max_new_tokens, temperature, seed, batch_size)
+
+
+def _rephrase_with(
+    gen: Any, problems: Sequence[Problem], max_new_tokens: int, temperature: float, seed: int, batch_size: int
+) -> RephraseResult:
     result = RephraseResult(problems=[])
     for start in range(0, len(problems), batch_size):
         chunk = list(problems[start : start + batch_size])

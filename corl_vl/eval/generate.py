@@ -12,7 +12,8 @@ context length (its config's ``max_position_embeddings``) minus the prompt, with
 would otherwise be asked for 16,384 tokens they cannot produce, and run for a very long time.
 
 Resumable: every finished batch is appended to ``DIR/generations/<run>/<benchmark>.jsonl`` with a fingerprint
-of the decoding settings; a rerun skips records already generated with the same settings.
+of everything that changes a response (decoding, model, prompt record, image preparation, dtype, engine, device,
+batch size); a rerun skips records already generated with the same settings.
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ class Decoding:
     samples: int
     seed: int = 0
 
-    def fingerprint(self, model: str, answer_format: str) -> str:
-        blob = json.dumps({**asdict(self), "model": model, "answer_format": answer_format}, sort_keys=True)
+    def fingerprint(self, model: str, answer_format: str, **setup: Any) -> str:
+        """A hash of these settings and everything else that changes the responses (``setup``: the model's
+        prompt record, image preparation, dtype, engine, device, batch size)."""
+        inputs = {**asdict(self), "model": model, "answer_format": answer_format, **setup}
+        blob = json.dumps(inputs, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -179,6 +183,13 @@ class Generator:
         from model_adapters.registry import create_adapter
 
         self.model_name = model
+        # what changes the responses besides the decoding settings (the cache fingerprint)
+        self.setup: dict[str, Any] = {
+            "engine": engine,
+            "device": device,
+            "dtype": dtype,
+            "batch_size": batch_size,
+        }
         kwargs: dict[str, Any] = {"dtype": dtype, "image_options": ImageOptions(max_long_side=max_long_side)}
         if answer_format is not None:
             kwargs["answer_format"] = answer_format
@@ -191,6 +202,19 @@ class Generator:
         except ImportError as err:
             raise CorlError(f"rollout engine '{engine}' is not available here ({err})") from None
         self.context_length = context_length(self.adapter.model_path, weights)
+        self.setup |= {"prompt": self.adapter.prompt_record(), "images": asdict(self.adapter.image_options)}
+
+    def close(self) -> None:
+        """Release what the engine holds outside the process (vLLM's weight-sync folder in the cache)."""
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> Generator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def supports_images(self) -> bool:
@@ -212,7 +236,7 @@ class Generator:
         description: str = "generating",
     ) -> dict[str, list[str]]:
         """``decoding.samples`` responses per problem, reusing and extending the cache at ``cache_path``."""
-        fingerprint = decoding.fingerprint(self.adapter.model_path, self.adapter.answer_format)
+        fingerprint = decoding.fingerprint(self.adapter.model_path, self.adapter.answer_format, **self.setup)
         done = read_cache(cache_path, fingerprint)
         todo = [p for p in problems if len(done.get(p.id, ())) < decoding.samples]
         bar = _Progress(len(problems), description, progress)

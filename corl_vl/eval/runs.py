@@ -8,11 +8,11 @@ placed next to it (``<agent>-base``), so the report shows what training changed,
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from corl_vl.errors import CorlError
+from corl_vl.train.checkpoint_layout import read_meta
 
 __all__ = ["EvalModels", "expand_models", "is_run_dir"]
 
@@ -92,7 +92,7 @@ def expand_models(
         next(plain)
         run = Path(value)
         ckpt = _checkpoint(run, step)
-        agents = json.loads((ckpt / "meta.json").read_text()).get("agents") or []
+        agents = read_meta(ckpt)["agents"]  # names checked before they become paths
         bases = _base_models(run) if baselines else {}
         prefix = f"{run.name}-" if len(runs) > 1 else ""  # several runs: keep their agents apart
         number = int(ckpt.name.split("-")[1])

@@ -153,7 +153,8 @@ def load_gold(path: str | Path) -> dict[str, dict]:
 
 def _grade(path: Path, lineno: int, row: dict, gold: Mapping[str, dict] | None, extraction: str) -> bool:
     """Correctness of one row: its ``correct`` field, else its response/extracted answer graded against gold
-    (a response's answer extracted in ``extraction`` mode)."""
+    exactly as ``corl-vl grade`` grades a record (``choices``/``options``, ``question_type``, ``answer_type``,
+    ``precision``; the row's own fields win over the gold row's; a response extracted in ``extraction`` mode)."""
     if "correct" in row:
         value = row["correct"]
         if isinstance(value, bool) or value in (0, 1):
@@ -164,17 +165,25 @@ def _grade(path: Path, lineno: int, row: dict, gold: Mapping[str, dict] | None, 
     if ref is None:
         where = "no 'answer' field and no --gold file" if gold is None else f"id {key!r} not in the gold file"
         raise CorlError(f"{path}:{lineno}: cannot grade: {where}")
-    choices = row.get("choices", ref.get("choices"))
+    record = {**ref, **row, "answer": ref["answer"]}
     try:
-        from corl_vl.answers import equivalent, grade
+        from corl_vl.answers import equivalent, grade_record
+        from corl_vl.answers.grading import record_choices, record_precision
     except ImportError as err:
         raise CorlError(
             f"{path}:{lineno}: grading needs corl_vl.answers ({err}); give a 'correct' field"
         ) from None
+    try:
+        choices, precision = record_choices(record), record_precision(record)
+    except (TypeError, ValueError):
+        raise CorlError(f"{path}:{lineno}: field 'precision' must be an integer") from None
     if "extracted" in row:
-        return bool(equivalent(str(ref["answer"]), str(row["extracted"]), choices))
+        pred = row["extracted"]
+        return bool(
+            equivalent(str(ref["answer"]), None if pred is None else str(pred), choices, precision=precision)
+        )
     if "response" in row:
-        return grade(str(row["response"]), str(ref["answer"]), choices=choices, extraction=extraction).correct
+        return grade_record(record, extraction=extraction).correct
     raise CorlError(f"{path}:{lineno}: needs a 'correct', 'response' or 'extracted' field")
 
 
@@ -197,7 +206,7 @@ def diagnose(
     """Pairwise error-decoupling report for ≥ 2 answers files, rows matched by id.
 
     ``extraction`` (``lenient``, as ``grade`` and ``eval``, or ``strict``, the markers peer votes read) applies
-    to rows graded from a ``response``; rows with ``correct`` or ``extracted`` are taken as they are.
+    to rows graded from a ``response``; a ``correct`` field is taken as it is, an ``extracted`` answer compared as it is.
 
     Two files give a flat dict (kappa, error_overlap, complementarity, accuracies, n, recommendation, …); more
     give ``pairs``, one such dict per pair, for the pairwise matrix.
@@ -305,11 +314,11 @@ def generate_answers(
     out = Path(out_dir)
     paths = []
     for model, name in zip(models, answers_file_names(models)):
-        gen = Generator(model, engine=engine, device=device, batch_size=batch_size)
-        view = _model_view(problems, data, split, limit, text_model=not gen.supports_images)
-        responses = gen.generate(
-            view, decoding, out / ".generations" / f"{name}.jsonl", progress=progress, description=name
-        )
+        with Generator(model, engine=engine, device=device, batch_size=batch_size) as gen:
+            view = _model_view(problems, data, split, limit, text_model=not gen.supports_images)
+            responses = gen.generate(
+                view, decoding, out / ".generations" / f"{name}.jsonl", progress=progress, description=name
+            )
         rows = []
         for p in view:
             text = responses[p.id][0]

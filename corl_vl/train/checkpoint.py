@@ -10,16 +10,19 @@ Nothing in a checkpoint can run code when it is loaded: the training state is sa
 (:mod:`corl_vl.train.safe_state`), never a pickle. Checkpoints of older versions (``*.pt``) are read as data only
 (``weights_only=True``) and refused if they need more, unless the user passes ``--allow-unsafe-checkpoint``.
 
-Layout::
+Layout (:mod:`corl_vl.train.checkpoint_layout`)::
 
     RUN_DIR/checkpoints/step-000010/
         cohort_state.{safetensors,json}   step, sampler, RNG states
         meta.json                  step, agent names, format (written last: a folder without it is not a checkpoint)
-        <agent>/                   config.json, model.safetensors, processor files, trainer_state.{safetensors,json},
-                                   corl_prompt.json (the exact chat template and pinned date the agent trained with)
+        <agent>/                   only what from_pretrained and vLLM load: config.json, model.safetensors,
+                                   processor files, corl_prompt.json (the exact chat template and pinned date)
+        state/<agent>/             trainer_state.{safetensors,json} (optimizer, scheduler), deepspeed/
     RUN_DIR/checkpoints/latest     → the newest complete checkpoint (a directory symlink, so
-                                   ``latest/<agent>`` loads with ``from_pretrained``; a text file with its
-                                   name where the file system has no symlinks, as in older runs)
+                                   ``latest/<agent>`` loads with ``from_pretrained`` and ``vllm.LLM``; a text
+                                   file with its name where the file system has no symlinks, as in older runs)
+
+Checkpoints of format 2 (state inside ``<agent>/``) and 1 (pickled ``*.pt``) still resume.
 
 Atomicity: everything is written into a hidden temporary folder, then renamed into place; ``latest`` is
 replaced with ``os.replace``. A crash mid-save leaves the previous checkpoint untouched, and a hidden
@@ -27,7 +30,7 @@ replaced with ``os.replace``. A crash mid-save leaves the previous checkpoint un
 
 Distributed runs (one agent per process group, :mod:`corl_vl.train.distributed`) write the same layout into a shared
 run folder: every rank calls the save at the same step (DeepSpeed's own save has WORLD barriers), each agent's
-group rank 0 writes its HF folder, every rank writes its ZeRO partition under ``<agent>/deepspeed/`` and its RNG
+group rank 0 writes its HF folder, every rank writes its ZeRO partition under ``state/<agent>/deepspeed/`` and its RNG
 state under ``rng/``, and global rank 0 writes the cohort state and renames the folder into place after a barrier.
 """
 
@@ -48,10 +51,10 @@ import torch
 
 from corl_vl.errors import CorlError
 from corl_vl.io import atomic_dir, os_error_line, replace_dir_atomic, write_text_atomic
+from corl_vl.train.checkpoint_layout import FORMAT, agent_state_folder, read_meta
 from corl_vl.train.safe_state import check_pickle_globals, has_state, load_legacy, load_state, save_state
 
 CHECKPOINTS = "checkpoints"
-FORMAT = 2  # 1: pickled *.pt training state (before safetensors + JSON)
 
 
 def _rng_state() -> dict[str, Any]:
@@ -130,7 +133,9 @@ def _save_single(run_dir: Path, cohort: Any) -> Path:
             agent.adapter.processor.save_pretrained(folder)
             # the exact template + pinned date (eval renders the same)
             agent.adapter.save_prompt_record(folder)
-            save_state(agent.state_dict(), folder, "trainer_state")
+            state = agent_state_folder(tmp, agent.name, FORMAT)
+            state.mkdir(parents=True)
+            save_state(agent.state_dict(), state, "trainer_state")
         save_state({"cohort": cohort.state_dict(), "rng": _rng_state()}, tmp, "cohort_state")
         meta = {"step": cohort.step_index, "agents": [a.name for a in cohort.agents], "format": FORMAT}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
@@ -159,7 +164,8 @@ def _point_latest(root: Path, name: str) -> None:
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint of a run (its ``step-*`` folder, not the ``latest`` link), or None."""
+    """The newest complete checkpoint of a run (its ``step-*`` folder, not the ``latest`` link), or None; a
+    :class:`CorlError` if its ``meta.json`` is damaged."""
     root = Path(run_dir) / CHECKPOINTS
     pointer = root / "latest"
     name = None
@@ -168,9 +174,13 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     elif pointer.is_file():  # runs saved before ``latest`` became a link, or without symlink support
         name = pointer.read_text().strip()
     if name and (root / name / "meta.json").exists():
-        return root / name
-    done = sorted(p for p in root.glob("step-*") if (p / "meta.json").exists()) if root.exists() else []
-    return done[-1] if done else None
+        found: Path | None = root / name
+    else:
+        done = sorted(p for p in root.glob("step-*") if (p / "meta.json").exists()) if root.exists() else []
+        found = done[-1] if done else None
+    if found is not None:
+        read_meta(found)  # a damaged meta.json is refused here, before any model loads
+    return found
 
 
 def remove_stale_temps(run_dir: str | Path) -> list[Path]:
@@ -200,37 +210,79 @@ def _read_state(folder: Path, name: str, allow_unsafe: bool) -> Any:
     raise CorlError(f"{folder}: no {name}.json in this checkpoint (a damaged or partial copy?)")
 
 
+def _restore(file: Path, restore: Any, state: Any) -> None:
+    """``restore(state)``, with state of the wrong shape (keys renamed, another optimizer, edited by hand) as one
+    line naming the file instead of torch's KeyError/ValueError from deep inside."""
+    try:
+        restore(state)
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError, RuntimeError) as err:
+        what = f"missing key {err}" if isinstance(err, KeyError) else str(err).strip().splitlines()[0][:160]
+        raise CorlError(
+            f"{file}: does not hold the state this run expects ({type(err).__name__}: {what}); the checkpoint "
+            "is damaged or from another config"
+        ) from None
+
+
+def _load_weights(agent: Any, folder: Path) -> None:
+    """The agent's model weights from its HF folder; a damaged weights file is one line naming it."""
+    from safetensors import SafetensorError
+
+    try:
+        saved = type(agent.model).from_pretrained(folder, dtype=next(agent.model.parameters()).dtype)
+    except (SafetensorError, OSError, ValueError, RuntimeError, EOFError) as err:
+        files = sorted(folder.glob("*.safetensors")) or [folder]
+        first = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
+        raise CorlError(
+            f"{files[0] if len(files) == 1 else folder}: the weights cannot be read ({first}); the checkpoint is "
+            "damaged (resume from an earlier step, or start again)"
+        ) from None
+    missing, unexpected = agent.model.load_state_dict(saved.state_dict(), strict=False)
+    if missing or unexpected:
+        raise CorlError(f"{folder}: weights do not match agent {agent.name} (missing {missing[:3]})")
+
+
+def _restore_cohort(path: Path, meta: dict[str, Any], cohort: Any, state: dict[str, Any]) -> None:
+    """The cohort's sampler and step from ``cohort_state``, whose step must be meta.json's."""
+    file = path / "cohort_state.json"
+    if not isinstance(state, dict) or not isinstance(state.get("cohort"), dict):
+        raise CorlError(f"{file}: no 'cohort' entry; the checkpoint is damaged")
+    saved = state["cohort"].get("step")
+    if saved != meta["step"]:
+        raise CorlError(
+            f"{path / 'meta.json'}: step {meta['step']} but {file} holds step {saved!r}; the checkpoint is "
+            "damaged or was edited (resume from another step)"
+        )
+    _restore(file, cohort.load_state_dict, state["cohort"])
+
+
 def load_checkpoint(path: str | Path, cohort: Any, *, allow_unsafe: bool = False) -> int:
     """Restore ``cohort`` (already built from the same config) from ``path``; returns the step to run next.
 
     Never runs code from the checkpoint; ``allow_unsafe`` (the user's own old checkpoint) lifts that for pickled
-    state written by older versions and for DeepSpeed files that need more than tensors.
+    state written by older versions and for DeepSpeed files that need more than tensors. A damaged checkpoint
+    (meta.json, weights or state files) is one :class:`CorlError` line naming the file.
     """
     path = Path(path)
-    meta_file = path / "meta.json"
-    if not meta_file.exists():
-        raise CorlError(f"{path}: not a complete checkpoint (no meta.json)")
-    try:
-        meta = json.loads(meta_file.read_text())
-    except (ValueError, OSError) as err:
-        raise CorlError(f"{meta_file}: unreadable ({err})") from None
+    meta = read_meta(path)
     if getattr(cohort, "dist", None) is not None:
         return _load_distributed(path, meta, cohort, allow_unsafe)
     names = [a.name for a in cohort.agents]
     if meta["agents"] != names:
         raise CorlError(f"{path}: checkpoint has agents {meta['agents']}, the config has {names}")
+    state = _read_state(path, "cohort_state", allow_unsafe)  # checked first: it names the step
+    if not isinstance(state, dict) or "rng" not in state:
+        raise CorlError(f"{path / 'cohort_state.json'}: no 'rng' entry; the checkpoint is damaged")
     for agent in cohort.agents:
-        folder = path / agent.name
-        saved = type(agent.model).from_pretrained(folder, dtype=next(agent.model.parameters()).dtype)
-        missing, unexpected = agent.model.load_state_dict(saved.state_dict(), strict=False)
-        if missing or unexpected:
-            raise CorlError(f"{folder}: weights do not match agent {agent.name} (missing {missing[:3]})")
-        del saved
-        agent.load_state_dict(_read_state(folder, "trainer_state", allow_unsafe))
+        _load_weights(agent, path / agent.name)
+        folder = agent_state_folder(path, agent.name, meta.get("format", 1))
+        _restore(
+            folder / "trainer_state.json",
+            agent.load_state_dict,
+            _read_state(folder, "trainer_state", allow_unsafe),
+        )
         agent.sync()
-    state = _read_state(path, "cohort_state", allow_unsafe)
-    cohort.load_state_dict(state["cohort"])
-    _set_rng_state(state["rng"])
+    _restore_cohort(path, meta, cohort, state)
+    _restore(path / "cohort_state.json", _set_rng_state, state["rng"])
     return int(meta["step"])
 
 
@@ -269,8 +321,10 @@ def _save_distributed(run_dir: Path, cohort: Any) -> Path:
                 _save_pretrained_here(agent.model, folder)
                 agent.adapter.processor.save_pretrained(folder)
                 agent.adapter.save_prompt_record(folder)
-                save_state(agent.state_dict(), folder, "trainer_state")
-        agent.backend.save(folder / "deepspeed")
+                state = agent_state_folder(tmp, agent.name, FORMAT)
+                state.mkdir(parents=True, exist_ok=True)
+                save_state(agent.state_dict(), state, "trainer_state")
+        agent.backend.save(agent_state_folder(tmp, agent.name, FORMAT) / "deepspeed")
     (tmp / "rng").mkdir(exist_ok=True)
     save_state(_rng_state(), tmp / "rng", f"rank-{dist.rank}")
     dist.barrier()
@@ -315,13 +369,20 @@ def _load_distributed(path: Path, meta: dict[str, Any], cohort: Any, allow_unsaf
             f"{path}: saved for agents {meta['agents']} on {meta.get('world_size', 1)} processes; "
             f"this launch has {cohort.names} on {dist.world_size}"
         )
+    fmt = meta.get("format", 1)
     for agent in cohort.agents:
-        folder = path / agent.name
+        folder = agent_state_folder(path, agent.name, fmt)
         _check_deepspeed_files(folder / "deepspeed", allow_unsafe)
         agent.backend.load(folder / "deepspeed")  # weights and ZeRO optimizer partitions
-        agent.load_state_dict(_read_state(folder, "trainer_state", allow_unsafe))
+        _restore(
+            folder / "trainer_state.json",
+            agent.load_state_dict,
+            _read_state(folder, "trainer_state", allow_unsafe),
+        )
         agent.sync()
-    state = _read_state(path, "cohort_state", allow_unsafe)
-    cohort.load_state_dict(state["cohort"])
-    _set_rng_state(_read_state(path / "rng", f"rank-{dist.rank}", allow_unsafe))
+    _restore_cohort(path, meta, cohort, _read_state(path, "cohort_state", allow_unsafe))
+    rng = path / "rng"
+    _restore(
+        rng / f"rank-{dist.rank}.json", _set_rng_state, _read_state(rng, f"rank-{dist.rank}", allow_unsafe)
+    )
     return int(meta["step"])

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,20 +110,27 @@ def has_state(folder: str | Path, name: str) -> bool:
     return (Path(folder) / f"{name}.json").exists()
 
 
+def _read_part(file: Path, read: Callable[[], Any]) -> Any:
+    """``read()`` of one file of a saved state; a missing or corrupt file is one line naming it."""
+    from safetensors import SafetensorError
+
+    try:
+        return read()
+    except FileNotFoundError:
+        raise CorlError(f"{file}: missing from the checkpoint (a damaged or partial copy?)") from None
+    except (ValueError, SafetensorError, OSError) as err:  # JSONDecodeError is a ValueError
+        first = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
+        raise CorlError(f"{file}: unreadable checkpoint state ({first}); the checkpoint is damaged") from None
+
+
 def load_state(folder: str | Path, name: str) -> Any:
     """Read what :func:`save_state` wrote; a missing or corrupt file is a one-line :class:`CorlError`."""
-    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     folder = Path(folder)
     meta, data = folder / f"{name}.json", folder / f"{name}.safetensors"
-    try:
-        skeleton = json.loads(meta.read_text(encoding="utf-8"))
-        tensors = load_file(str(data), device="cpu")
-    except FileNotFoundError as err:
-        raise CorlError(f"{err.filename}: missing from the checkpoint (a damaged or partial copy?)") from None
-    except (ValueError, SafetensorError, OSError) as err:  # JSONDecodeError is a ValueError
-        raise CorlError(f"{folder}/{name}: unreadable checkpoint state ({err})") from None
+    skeleton = _read_part(meta, lambda: json.loads(meta.read_text(encoding="utf-8")))
+    tensors = _read_part(data, lambda: load_file(str(data), device="cpu"))
     return _decode(skeleton, tensors, str(meta))
 
 

@@ -145,6 +145,10 @@ class ModelExtractor:
             answer_format="none",
         )  # fmt: skip
 
+    def close(self) -> None:
+        """Release the generator's engine (vLLM's weight-sync folder)."""
+        self.generator.close()
+
     def extract(
         self,
         benchmark: str,
