@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from test_checkpoint import _builder, _config
 
-from corl_vl.cli.train import train
 from corl_vl.config import apply_overrides
 from corl_vl.errors import CorlError
 from corl_vl.eval.runs import expand_models
+from corl_vl.recipe import train
 from corl_vl.train.checkpoint import latest_checkpoint, load_checkpoint
+from corl_vl.train.cohort import Cohort
 
 
 def _one_step(run: Path):
@@ -25,21 +26,27 @@ def _one_step(run: Path):
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("damage") / "run"
-    train(_one_step(run), progress=False, build=_builder())
+    train(_one_step(run), progress=False, prepare=_builder())
     return run
 
 
 @pytest.fixture(scope="module")
 def cohort(trained_run):
     """A cohort built from the run's config (load_checkpoint is refused before it changes anything here)."""
-    return _builder()(_one_step(trained_run), "cpu")
+    return _prepared(_one_step(trained_run))
+
+
+def _prepared(cfg):
+    cohort = Cohort.from_config(cfg)
+    _builder()(cohort)
+    return cohort
 
 
 def _copy(run: Path, tmp_path: Path) -> Path:
     return latest_checkpoint(Path(shutil.copytree(run, tmp_path / "run", symlinks=True)))
 
 
-def _never_built(cfg, device):
+def _never_built(cfg, **kwargs):
     raise AssertionError("the models were loaded although the checkpoint is damaged")
 
 
@@ -65,11 +72,12 @@ def _edit_json(file: Path, change) -> None:
         ),
     ],
 )
-def test_bad_meta_json_is_refused_before_models_load(trained_run, tmp_path, text, message):
+def test_bad_meta_json_is_refused_before_models_load(trained_run, tmp_path, text, message, monkeypatch):
     ckpt = _copy(trained_run, tmp_path)
+    monkeypatch.setattr("corl_vl.recipe.build_cohort", _never_built)
     (ckpt / "meta.json").write_text(text)
     with pytest.raises(CorlError, match=message):
-        train(_one_step(ckpt.parent.parent), resume=True, progress=False, build=_never_built)
+        train(_one_step(ckpt.parent.parent), resume=True, progress=False)
     with pytest.raises(CorlError, match=message):  # eval --model RUN reads the same file
         expand_models([str(ckpt.parent.parent)])
 

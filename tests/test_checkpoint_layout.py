@@ -11,8 +11,8 @@ import pytest
 import torch
 from test_checkpoint import _builder, _config
 
-from corl_vl.cli.train import train
 from corl_vl.config import apply_overrides
+from corl_vl.recipe import train
 from corl_vl.train.checkpoint import latest_checkpoint
 
 AGENTS = ("qwen", "internvl")
@@ -26,7 +26,7 @@ def _two_steps(run: Path):
 def trained_run(tmp_path_factory) -> Path:
     """A tiny two-agent run with checkpoints at steps 1 and 2."""
     run = tmp_path_factory.mktemp("layout") / "run"
-    train(_two_steps(run), progress=False, build=_builder())
+    train(_two_steps(run), progress=False, prepare=_builder())
     return run
 
 
@@ -50,7 +50,7 @@ def _to_old_layout(ckpt: Path) -> None:
 
 
 def _resume(run: Path) -> dict[str, dict[str, torch.Tensor]]:
-    train(_two_steps(run), resume=True, progress=False, build=_builder())
+    train(_two_steps(run), resume=True, progress=False, prepare=_builder())
     from safetensors.torch import load_file
 
     ckpt = latest_checkpoint(run)

@@ -19,9 +19,9 @@ from test_diagnose_generate import _problems_file
 from test_eval_runs import _wemath_group
 
 from corl_vl.cli import main
-from corl_vl.cli.train import train
 from corl_vl.config import apply_overrides
 from corl_vl.data.synth import generate_problems
+from corl_vl.recipe import train
 from model_adapters import create_adapter
 
 pytestmark = pytest.mark.vllm
@@ -35,7 +35,7 @@ def vlm_and_text_run(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("vllm-ckpt") / "run"
     overrides = ["train.max_steps=1", "train.save_every=1", "agents.internvl.model=tiny-qwen2.5",
                  "agents.internvl.name=text"]  # fmt: skip
-    train(apply_overrides(_config(run), overrides), progress=False, build=_builder())
+    train(apply_overrides(_config(run), overrides), progress=False, prepare=_builder())
     return run
 
 
