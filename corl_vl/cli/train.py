@@ -65,6 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from corl_vl.config import load_config, pair_config
+    from corl_vl.train.run_lock import check_config_not_overwritten, release_run_locks
 
     overrides = list(args.overrides)
     if args.max_steps is not None:
@@ -86,12 +87,14 @@ def run(args: argparse.Namespace) -> int:
         if choice:
             print(choice)
         cfg = pair_config(presets, overrides)
+    check_config_not_overwritten(args.config, cfg.train.output_dir, resume=args.resume)
     try:
         run_dir = train(
             cfg, resume=args.resume, progress=not args.no_progress, build=build,
             allow_config_change=args.allow_config_change, allow_unsafe_checkpoint=args.allow_unsafe_checkpoint,
         )  # fmt: skip
     finally:
+        release_run_locks()
         import sys
 
         if "torch" in sys.modules:  # an error before training must not pay for importing torch
@@ -276,6 +279,7 @@ def _start_run_folder(run_dir: Path, record: dict[str, Any]) -> None:
 
     from corl_vl.io import os_error_line, write_text_atomic
     from corl_vl.train.checkpoint import remove_stale_temps
+    from corl_vl.train.run_lock import acquire_run_lock
 
     if run_dir.exists() and not run_dir.is_dir():
         raise CorlError(f"{run_dir}: is a file; --output-dir must be a folder")
@@ -283,6 +287,7 @@ def _start_run_folder(run_dir: Path, record: dict[str, Any]) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise CorlError(f"--output-dir {run_dir}: {os_error_line(err) or err}") from None
+    acquire_run_lock(run_dir)  # before anything is written: one run owns the folder (corl_vl.train.run_lock)
     for path in remove_stale_temps(run_dir):
         print(f"removed {path} (left by an interrupted checkpoint save)", file=sys.stderr)
     write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(record, sort_keys=False))
