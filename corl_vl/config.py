@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from corl_vl.answers.voting import TIE_POLICIES
+from corl_vl.config_checks import check_config
 from corl_vl.errors import CorlError
 from corl_vl.rewards.registry import REWARDS
 from corl_vl.rewards.reliability import WEIGHTINGS
@@ -263,6 +264,9 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
         if not agent.name:
             agent.name = agent.model.rstrip("/").split("/")[-1]
         _check_template_date(agent, f"agents.{i}", bad)
+    check_config(
+        cfg, bad
+    )  # names that become paths, every number finite and in range (corl_vl.config_checks)
     names = cfg.agent_names()
     if len(set(names)) != len(names):
         raise bad("agents", f"agent names must be unique, got {names}")

@@ -108,3 +108,98 @@ def test_config_inside_the_run_folder_is_not_overwritten(tmp_path):
     assert "where the run writes its record" in _one_line_exit_2(proc)
     assert (run / "config.yaml").read_text() == mine
     assert sorted(p.name for p in run.iterdir()) == ["config.yaml"]
+
+
+# ------------------------------------------------------------------------------------------ config values
+@pytest.mark.parametrize(
+    ("override", "key", "says"),
+    [
+        ("train.lr=.nan", "train.lr", "finite"),
+        ("train.lr=-1", "train.lr", "> 0"),
+        ("train.lr=0", "train.lr", "> 0"),
+        ("agents.0.lr=-2e-6", "agents.0.lr", "> 0"),
+        ("train.adam_betas=[1.5, 0.9]", "train.adam_betas", "in [0, 1)"),
+        ("train.adam_betas=[0.9, -0.1]", "train.adam_betas", "in [0, 1)"),
+        ("grpo.temperature=.nan", "grpo.temperature", "finite"),
+        ("grpo.temperature=.inf", "grpo.temperature", "finite"),
+        ("grpo.top_p=.nan", "grpo.top_p", "finite"),
+        ("grpo.epsilon=-0.5", "grpo.epsilon", "clips every token"),
+        ("grpo.epsilon_high=-0.1", "grpo.epsilon_high", "≥ 0"),
+        ("grpo.importance_ratio_cap=-1", "grpo.importance_ratio_cap", "reverses the update"),
+        ("agents.1.importance_ratio_cap=-1", "agents.1.importance_ratio_cap", "≥ 0"),
+        ("train.grad_clip=-1", "train.grad_clip", "0 means no clipping"),
+        ("train.grad_clip=.nan", "train.grad_clip", "finite"),
+        ("grpo.beta=-0.1", "grpo.beta", "KL weight"),
+        ("train.weight_decay=-1", "train.weight_decay", "≥ 0"),
+        ("train.warmup_ratio=.nan", "train.warmup_ratio", "finite"),
+        ("topology.min_share=1.5", "topology.min_share", "in [0, 1]"),
+        ("rollout.gpu_memory_utilization=0", "rollout.gpu_memory_utilization", "in (0, 1]"),
+        ("train.save_every=-1", "train.save_every", "≥ 0"),
+        ("eval.every=-2", "eval.every", "≥ 0"),
+        ("data.limit=0", "data.limit", "≥ 1"),
+    ],
+)
+def test_every_numeric_setting_is_checked_at_config_time(override, key, says):
+    from corl_vl.config import load_config
+
+    with pytest.raises(CorlError) as err:
+        load_config(TINY_COHORT, [override])
+    line = str(err.value)
+    assert line.startswith(f"{key}: ") and says in line and "\n" not in line
+
+
+def test_bad_number_stops_the_cli_before_models_load(tmp_path):
+    run = tmp_path / "run"
+    proc = _cli("train", "--config", str(TINY_COHORT), "--output-dir", str(run), "--set", "train.lr=.nan")
+    err = _one_line_exit_2(proc)
+    assert "train.lr: must be a finite number, got nan" in err and len(err.strip().splitlines()) == 1
+    assert not run.exists()
+
+
+def test_valid_boundaries_are_accepted():
+    from corl_vl.config import load_config
+
+    cfg = load_config(
+        TINY_COHORT,
+        ["train.grad_clip=0", "grpo.importance_ratio_cap=0", "grpo.beta=0", "train.adam_betas=[0, 0.999]",
+         "grpo.top_p=1", "grpo.epsilon_high=0"],
+    )  # fmt: skip
+    assert cfg.train.grad_clip == 0 and cfg.train.adam_betas == (0, 0.999)
+
+
+# ------------------------------------------------------------------------------------------ names are names
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("../../../escaped", "only letters"),
+        ("a/b", "only letters"),
+        (".hidden", "must not start with '.'"),
+        ("..", "must not start with '.'"),
+        ("has space", "only letters"),
+        ("x" * 300, "at most 128"),
+    ],
+)
+def test_agent_names_that_would_leave_their_folder_are_refused(tmp_path, name, says):
+    from corl_vl.config import load_config
+
+    with pytest.raises(CorlError, match=r"^agents\.0\.name: .*folder name") as err:
+        load_config(TINY_COHORT, [f"agents.0.name={name}"])
+    assert says in str(err.value)
+
+
+def test_agent_names_unique_ignoring_case():
+    from corl_vl.config import load_config
+
+    first = load_config(TINY_COHORT).agents[0].name
+    with pytest.raises(CorlError, match=r"^agents\.1\.name: .*already the name of agents\.0"):
+        load_config(TINY_COHORT, [f"agents.1.name={first.upper()}"])
+
+
+def test_meta_json_agent_names_are_checked_before_any_path(tmp_path):
+    from corl_vl.eval.runs import expand_models
+
+    ckpt = tmp_path / "run" / "checkpoints" / "step-000001"
+    ckpt.mkdir(parents=True)
+    (ckpt / "meta.json").write_text(json.dumps({"step": 1, "agents": ["../../../escaped"], "format": 2}))
+    with pytest.raises(CorlError, match=r"meta\.json: agent name: .*only letters"):
+        expand_models([str(tmp_path / "run")])

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from corl_vl.config_checks import check_name
 from corl_vl.errors import CorlError
 
 __all__ = ["EvalModels", "expand_models", "is_run_dir"]
@@ -93,6 +94,8 @@ def expand_models(
         run = Path(value)
         ckpt = _checkpoint(run, step)
         agents = json.loads((ckpt / "meta.json").read_text()).get("agents") or []
+        for agent in agents:  # each becomes a path under the checkpoint: never one that leaves it
+            check_name(agent, f"{ckpt / 'meta.json'}: agent name")
         bases = _base_models(run) if baselines else {}
         prefix = f"{run.name}-" if len(runs) > 1 else ""  # several runs: keep their agents apart
         number = int(ckpt.name.split("-")[1])
