@@ -215,7 +215,8 @@ def standard_callbacks(
 ) -> list[Callback]:
     """What ``corl-vl train`` runs with, in this order: periodic evaluation (``eval.every``; its results join
     the step's metrics), stall detection, metrics files (each agent's group leader writes its agent's), global
-    rank 0's progress bar, the stall stop, checkpoints."""
+    rank 0's progress bar, the stall stop, the non-finite stop, checkpoints."""
+    from corl_vl.train.nonfinite import NonFiniteStop
     from corl_vl.train.validation import PeriodicEval
 
     cfg, run_dir = cohort.cfg, Path(run_dir)
@@ -226,5 +227,6 @@ def standard_callbacks(
     callbacks += [stall, MetricsLog(run_dir, writers, cfg.train.report_to)]
     if progress and main:
         callbacks.append(ProgressBar())
-    callbacks += [stall.stop, Checkpointing(run_dir, cfg.train.save_every, resumed_at_end=resumed_at_end)]
+    callbacks += [stall.stop, NonFiniteStop(run_dir, dist=dist)]  # K non-finite steps in a row: stop
+    callbacks.append(Checkpointing(run_dir, cfg.train.save_every, resumed_at_end=resumed_at_end))
     return callbacks
