@@ -282,7 +282,9 @@ def test_k_nonfinite_steps_in_a_row_stop_the_run_naming_agent_step_and_checkpoin
     from corl_vl.train.nonfinite import NONFINITE_STEPS
 
     run = tmp_path / "run"
-    cfg = load_config(TINY_COHORT, [*TINY, "train.max_steps=6", "train.save_every=1", f"train.output_dir={run}"])
+    cfg = load_config(
+        TINY_COHORT, [*TINY, "train.max_steps=6", "train.save_every=1", f"train.output_dir={run}"]
+    )
     name = cfg.agents[0].name
     build_plain = _builder()
 

@@ -287,7 +287,10 @@ class Agent:
             parts.append((float(mask[selected].sum()), part_metrics))
         metrics["lr"] = self.backend.optimizer.param_groups[0]["lr"]
         finite_loss = math.isfinite(loss_total)
-        grad_norm = self.backend.step(plan, zero_loss=lambda: self._zero_loss(batch), finite_loss=finite_loss)
+        extra = (
+            {} if finite_loss else {"finite_loss": False}
+        )  # passed only when needed, as engine options are
+        grad_norm = self.backend.step(plan, zero_loss=lambda: self._zero_loss(batch), **extra)
         # the backend skipped the optimizer step: say which agent, and count it (corl_vl.train.nonfinite)
         nonfinite = not (finite_loss and math.isfinite(grad_norm))
         if nonfinite:
