@@ -25,7 +25,7 @@ from corl_vl.rewards.registry import REWARDS
 from corl_vl.rewards.reliability import WEIGHTINGS
 from corl_vl.rollout import ENGINES
 from corl_vl.train.objectives import ADVANTAGES, LOSS_TYPES
-from corl_vl.typed_yaml import build_dataclass, set_path
+from corl_vl.typed_yaml import build_dataclass, load_yaml, set_path
 
 # the choices of every name-valued key come from the table that implements them (one source of truth)
 TOPOLOGIES = ("mutual", "ring", "all_peers", "graph")
@@ -202,7 +202,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> CohortC
     """Read a YAML cohort file, apply ``--set key=value`` overrides, validate."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text(), str(path))
     except FileNotFoundError:
         raise CorlError(f"config file not found: {path}") from None
     except yaml.YAMLError as err:
@@ -243,7 +243,7 @@ def apply_overrides(cfg: CohortConfig, overrides: list[str]) -> CohortConfig:
         if not sep or not key:
             raise CorlError(f"--set expects key=value, got '{item}'")
         try:
-            value = yaml.safe_load(text) if text.strip() else None
+            value = load_yaml(text, f"--set {key}") if text.strip() else None
         except yaml.YAMLError:
             value = text
         set_path(cfg, key.split("."), value, key)

@@ -336,3 +336,144 @@ def test_nan_logits_at_rollout_name_the_agent_not_a_sampling_traceback(tmp_path)
     line = str(err.value)
     assert line.startswith(f"agent {name}: the model's next-token scores are NaN/inf")
     assert "of its weights are NaN/inf (step 0; no checkpoint saved yet)" in line
+
+
+# ------------------------------------------------------------------------------------------ inputs bounded at load
+def _alias_bomb(levels: int = 9) -> str:
+    """Nine lists of nine aliases of the one before: 9**9 values once expanded, a few hundred bytes here."""
+    lines = ["l0: &l0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def test_yaml_alias_bomb_in_a_config_is_one_line_at_once(tmp_path):
+    import time
+
+    config = tmp_path / "bomb.yaml"
+    config.write_text(
+        TINY_COHORT.read_text() + "\nbomb:\n" + "".join(f"  {x}\n" for x in _alias_bomb().splitlines())
+    )
+    started = time.perf_counter()
+    proc = _cli("train", "--config", str(config), "--output-dir", str(tmp_path / "run"))
+    err = _one_line_exit_2(proc)
+    assert f"{config}: more than 100,000 values once its aliases are expanded" in err
+    assert time.perf_counter() - started < 60 and not (tmp_path / "run").exists()
+
+
+def test_yaml_alias_bomb_in_adapter_kwargs_or_set_is_refused(tmp_path):
+    from corl_vl.config import load_config
+
+    config = tmp_path / "kw.yaml"
+    raw = TINY_COHORT.read_text()
+    config.write_text(_alias_bomb() + raw)
+    with pytest.raises(CorlError, match=r"kw\.yaml: more than 100,000 values"):
+        load_config(config)
+    flow = "{a: &a [1,1,1,1,1,1,1,1,1,1], b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a], c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b],"
+    flow += " d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c], e: [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]}"
+    with pytest.raises(CorlError, match=r"--set agents\.0\.adapter_kwargs: more than 100,000 values"):
+        load_config(TINY_COHORT, [f"agents.0.adapter_kwargs={flow}"])
+
+
+def test_yaml_nesting_and_recursion_are_refused():
+    from corl_vl.typed_yaml import load_yaml
+
+    with pytest.raises(CorlError, match=r"f\.yaml: nested deeper than 64 levels"):
+        load_yaml("[" * 5000 + "]" * 5000, "f.yaml")
+    with pytest.raises(CorlError, match=r"refers to itself"):
+        load_yaml("&a [*a]", "f.yaml")
+    assert load_yaml("a: &x {b: 1}\nc: *x\n", "f.yaml") == {"a": {"b": 1}, "c": {"b": 1}}
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [(["1", "2"], "got list"), ({"v": 1}, "got dict"), (True, "got bool"), (float("nan"), "finite number")],
+)
+def test_non_string_answers_are_refused_naming_the_row(tmp_path, answer, says):
+    from corl_vl.data.datasets import load_problems
+
+    data = tmp_path / "rows.json"
+    rows = [{"id": "a", "question": "1+1?", "answer": "2"}, {"id": "b", "question": "2+2?", "answer": answer}]
+    data.write_text(json.dumps(rows))  # NaN is written as the bare token NaN
+    with pytest.raises(CorlError, match=rf"rows\.json row 1 field 'answer': expected text or a .*{says}"):
+        load_problems(data)
+
+
+def test_numbers_as_answers_are_converted_on_purpose(tmp_path):
+    from corl_vl.data.datasets import load_problems
+
+    data = tmp_path / "rows.jsonl"
+    data.write_text(
+        '{"id": 1, "question": "1+1?", "answer": 2}\n{"id": 2, "question": "half?", "answer": 0.5}\n'
+    )
+    assert [(p.id, p.answer) for p in load_problems(data)] == [("1", "2"), ("2", "0.5")]
+
+
+def test_a_question_too_long_for_any_model_is_refused_at_load(tmp_path):
+    from corl_vl.data.datasets import MAX_QUESTION_CHARS, load_problems
+
+    data = tmp_path / "rows.jsonl"
+    data.write_text(json.dumps({"id": "a", "question": "7" * (MAX_QUESTION_CHARS + 1)}) + "\n")
+    with pytest.raises(CorlError, match=r"rows\.jsonl row 0 field 'question': 1,000,001 characters"):
+        load_problems(data)
+
+
+@pytest.mark.parametrize("kind", ["path", "bytes", "pil"])
+def test_extreme_aspect_ratio_images_are_refused_per_row(tmp_path, kind):
+    import io
+
+    from PIL import Image
+
+    from corl_vl.data.datasets import load_problems
+
+    def image(width, height):
+        picture = Image.new("RGB", (width, height), "white")
+        if kind == "pil":
+            return picture
+        buffer = io.BytesIO()
+        picture.save(buffer, format="PNG")
+        if kind == "bytes":
+            return {"bytes": buffer.getvalue()}
+        path = tmp_path / f"{width}x{height}.png"
+        path.write_bytes(buffer.getvalue())
+        return str(path)
+
+    rows = [
+        {"id": "ok", "question": "q", "image": image(400, 2)},
+        {"id": "thin", "question": "q", "image": image(2000, 2)},
+    ]
+    if kind == "pil":
+        from corl_vl.data.datasets import _images
+
+        assert len(_images(rows[0]["image"], "row 0", tmp_path, True)) == 1
+        with pytest.raises(CorlError, match=r"row 1.* 2000x2 pixels, an aspect ratio above 200:1"):
+            _images(rows[1]["image"], "row 1", tmp_path, True)
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "rows.parquet"
+    table = pa.table({"id": ["ok", "thin"], "question": ["q", "q"], "image": [r["image"] for r in rows]})
+    pq.write_table(table, data)
+    with pytest.raises(
+        CorlError, match=r"rows\.parquet row 1 field 'image'.* 2000x2 pixels, an aspect ratio above 200:1"
+    ):
+        load_problems(data)
+
+
+def test_a_prompt_without_room_for_the_completion_is_refused_naming_agent_and_problem():
+    from test_update_edges import _cfg
+
+    from corl_vl.data.problem import Problem
+    from corl_vl.train.agent import Agent
+    from model_adapters.registry import create_adapter
+
+    adapter = create_adapter("tiny-qwen2.5")
+    model = adapter.load_model()
+    context = model.config.get_text_config().max_position_embeddings
+    long = Problem("long", "7 " * context)
+    agent = Agent("solo", adapter, model, [Problem("short", "1+1?"), long], _cfg())
+    with pytest.raises(
+        CorlError,
+        match=rf"agent solo: problem 'long' has a \d+-token prompt, more than the model's context \({context}\)",
+    ):
+        agent.rollout(["short", "long"], seed=0)

@@ -111,8 +111,10 @@ def _is_experiment(path: str) -> bool:
     plain cohort config: its agents start from warm-started bases instead of the named models."""
     import yaml
 
+    from corl_vl.typed_yaml import load_yaml
+
     try:
-        raw = yaml.safe_load(Path(path).read_text())
+        raw = load_yaml(Path(path).read_text(), path)
     except (OSError, yaml.YAMLError):
         return False  # load_config reports the problem
     return isinstance(raw, dict) and "warm_start" in raw and "cohort" in raw

@@ -34,6 +34,7 @@ from corl_vl.science.warm_start import WarmStartSpec, complementary_specs, ensur
 from corl_vl.train.callbacks import StepHook
 from corl_vl.train.loop import Callback, fit
 from corl_vl.train.validation import PeriodicEval
+from corl_vl.typed_yaml import load_yaml
 
 
 @dataclass
@@ -60,7 +61,7 @@ class Experiment:
 def load_experiment(path: str | Path) -> Experiment:
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text(), str(path))
     except FileNotFoundError:
         raise CorlError(f"experiment file not found: {path}") from None
     if not isinstance(raw, dict) or set(raw) - {"warm_start", "cohort", "heldout"}:

@@ -41,6 +41,7 @@ from corl_vl.rollout.hf import NonFiniteLogits
 from corl_vl.train.backends import TorchBackend, TrainingBackend
 from corl_vl.train.grpo import LossSpec, Normalizer, importance_weights, masked_mean, policy_loss
 from corl_vl.train.nonfinite import rollout_error
+from corl_vl.train.prompt_room import check_prompt_room
 from model_adapters.registry import create_adapter
 
 _log = logging.getLogger(__name__)
@@ -178,6 +179,7 @@ class Agent:
         problems = self.problems(ids)
         prompts = list(prompts) if prompts is not None else self.encode(ids)
         grpo = self.cfg.grpo
+        check_prompt_room(self.name, self.model, prompts, grpo.max_new_tokens)
         engine = self.prepare_engine()
         # passed only when set, so an engine written before the option needs no new keyword
         extra = {"min_new_tokens": grpo.min_new_tokens} if grpo.min_new_tokens else {}

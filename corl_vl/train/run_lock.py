@@ -121,6 +121,19 @@ def acquire_run_lock(run_dir: str | Path) -> RunLock:
     key = path.resolve()
     if key in _HELD:
         return _HELD[key]
+    try:
+        return _acquire(run_dir, path, key)
+    except OSError as err:  # a full, read-only or forbidden folder: one line, and no lock file left behind
+        from corl_vl.io import _writing_error
+
+        if key not in _HELD:
+            with contextlib.suppress(OSError):
+                if path.exists() and path.stat().st_size == 0:
+                    path.unlink()
+        raise _writing_error(path, err, (path,)) from None
+
+
+def _acquire(run_dir: Path, path: Path, key: Path) -> RunLock:
     host = socket.gethostname()
     for _ in range(10):  # retried when the file was replaced between our open and our flock
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
