@@ -87,9 +87,7 @@ def test_stale_lock_of_a_dead_process_is_taken_over_with_a_line(tmp_path, capsys
         assert json.loads((tmp_path / LOCK_NAME).read_text())["pid"] == os.getpid()
     finally:
         release_run_locks()
-    assert (
-        f"taking over the lock of a run that is no longer running (PID {dead.pid}" in capsys.readouterr().err
-    )
+    assert f"taking over the stale lock of a run that has ended (PID {dead.pid}" in capsys.readouterr().err
 
 
 def test_lock_from_another_host_is_refused(tmp_path):
@@ -477,3 +475,28 @@ def test_a_prompt_without_room_for_the_completion_is_refused_naming_agent_and_pr
         match=rf"agent solo: problem 'long' has a \d+-token prompt, more than the model's context \({context}\)",
     ):
         agent.rollout(["short", "long"], seed=0)
+
+
+@pytest.mark.parametrize(
+    "ds",
+    [
+        {"bf16": {"enabled": True, "check_grad_overflow": False}},
+        {"zero_optimization": {"compute_grad_norm": False}},
+    ],
+)
+def test_deepspeed_without_its_overflow_check_is_refused(tmp_path, ds):
+    from types import SimpleNamespace
+
+    from corl_vl.config import load_config
+    from corl_vl.train.backends import launch_backend
+
+    path = tmp_path / "ds.json"
+    ds = {**ds, "zero_optimization": {"stage": 2, **ds.get("zero_optimization", {})}}
+    path.write_text(json.dumps(ds))
+    cfg = load_config(TINY_COHORT, ["train.grad_clip=0", f"distributed.deepspeed={path}"])
+    _, backend = _tiny_backend(grad_clip=0.0)
+    launch = SimpleNamespace(group_size=1, mpu=None, dp_group=None)
+    with pytest.raises(
+        CorlError, match=r"check_grad_overflow and zero_optimization\.compute_grad_norm must stay true"
+    ):
+        launch_backend(backend, cfg, launch)

@@ -220,15 +220,16 @@ def _images(value: Any, where: str, root: Path, check: bool) -> list[ImageLike]:
         if item is None:
             continue
         if isinstance(item, Image.Image):
-            check_aspect(item.size, _describe(item, where))
+            if check:
+                check_aspect(item.size, _describe(item, where))
             images.append(item)
         elif isinstance(item, bytes | bytearray):
-            images.append(lazy_image(bytes(item), where=where, verify=check))
+            images.append(lazy_image(bytes(item), where=where, verify=check, shape=check))
         elif isinstance(item, str | Path):
             path = Path(item).expanduser()
             path = path if path.is_absolute() else root / path
             if check:
-                verify_image(path, where=where)
+                verify_image(path, where=where, shape=True)
             images.append(str(path))
         else:
             raise CorlError(f"{where}: unsupported image value of type {type(item).__name__}")

@@ -160,13 +160,17 @@ def _acquire(run_dir: Path, path: Path, key: Path) -> RunLock:
                 os.close(fd)
                 raise _refuse(run_dir, path, owner, "")
             print(
-                f"{run_dir}: taking over the lock of a run that is no longer running ({describe(owner)})",
+                f"{run_dir}: taking over the stale lock of a run that has ended ({describe(owner)})",
                 file=sys.stderr,
             )
-        os.ftruncate(fd, 0)
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, (json.dumps(owner_record()) + "\n").encode())
-        os.fsync(fd)
+        try:
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, (json.dumps(owner_record()) + "\n").encode())
+            os.fsync(fd)
+        except OSError:
+            os.close(fd)  # drops the flock, so the caller may remove the empty file
+            raise
         lock = _HELD[key] = RunLock(path, fd)
         return lock
     raise CorlError(f"{path}: the lock file keeps changing under us; is another run starting here?")
