@@ -72,7 +72,6 @@ RANGES: dict[str, tuple[Any, ...]] = {
     "save_every": (*_at_least(0), "0 saves only at the end"),
     "stall_steps": (*_at_least(0), "0 turns stall detection off"),
     "every": (*_at_least(0), "0 turns periodic evaluation off"),
-    "max_prompt_tokens": _at_least(1),
 }
 
 
