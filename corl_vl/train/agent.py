@@ -289,11 +289,10 @@ class Agent:
             parts.append((float(mask[selected].sum()), part_metrics))
         metrics["lr"] = self.backend.optimizer.param_groups[0]["lr"]
         finite_loss = math.isfinite(loss_total)
-        extra = (
-            {} if finite_loss else {"finite_loss": False}
-        )  # passed only when needed, as engine options are
+        # passed only when needed, so a backend written before the option needs no new keyword
+        extra = {} if finite_loss else {"finite_loss": False}
         grad_norm = self.backend.step(plan, zero_loss=lambda: self._zero_loss(batch), **extra)
-        # the backend skipped the optimizer step: say which agent, and count it (corl_vl.train.nonfinite)
+        # non-finite: the backend skipped the optimizer step; say which agent, and count it (train/nonfinite.py)
         nonfinite = not (finite_loss and math.isfinite(grad_norm))
         if nonfinite:
             _log.warning(

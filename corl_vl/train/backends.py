@@ -79,9 +79,8 @@ def launch_backend(backend: TorchBackend, cfg: Any, dist: Any) -> TrainingBacken
     )  # fmt: skip
     # DeepSpeed's own overflow check is what keeps a non-finite gradient out of the weights (see step)
     bf16, zero = ds_config.get("bf16") or {}, ds_config.get("zero_optimization") or {}
-    if (bf16.get("enabled") and bf16.get("check_grad_overflow") is False) or zero.get(
-        "compute_grad_norm"
-    ) is False:
+    overflow_check_off = bf16.get("enabled") and bf16.get("check_grad_overflow") is False
+    if overflow_check_off or zero.get("compute_grad_norm") is False:
         raise CorlError(
             f"{settings.deepspeed}: bf16.check_grad_overflow and zero_optimization.compute_grad_norm must stay "
             "true: without them a non-finite gradient would update the weights"
