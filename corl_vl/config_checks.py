@@ -145,7 +145,7 @@ def check_names(names: list[Any], key: str, bad: Bad) -> None:
     for i, name in enumerate(names):
         problem = name_problem(name)
         if problem is not None:
-            raise bad(f"{key}.{i}.name", f"{problem} (it becomes a folder name)")
+            raise bad(f"{key}.{i}.name", f"{problem} (it becomes a folder name; set {key}.{i}.name to one)")
         folded = name.casefold()
         if folded in seen:
             raise bad(
