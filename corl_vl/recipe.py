@@ -159,12 +159,13 @@ def _run_record(cfg: CohortConfig, run_dir: Path, previous: Path | None, allow: 
 
 
 def _start_run_folder(run_dir: Path, record: dict[str, Any]) -> None:
-    """Create the run folder (a read-only or full disk fails here, before any model loads), remove what an
-    interrupted save left behind (saying so), and write ``config.yaml`` atomically."""
+    """Create the run folder (a read-only or full disk fails here, before any model loads), take its lock,
+    remove what an interrupted save left behind (saying so), and write ``config.yaml`` atomically."""
     import yaml
 
     from corl_vl.io import os_error_line, write_text_atomic
     from corl_vl.train.checkpoint import remove_stale_temps
+    from corl_vl.train.run_lock import acquire_run_lock
 
     if run_dir.exists() and not run_dir.is_dir():
         raise CorlError(f"{run_dir}: is a file; --output-dir must be a folder")
@@ -172,6 +173,7 @@ def _start_run_folder(run_dir: Path, record: dict[str, Any]) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise CorlError(f"--output-dir {run_dir}: {os_error_line(err) or err}") from None
+    acquire_run_lock(run_dir)  # one run per folder: a second one is refused before it writes anything
     for path in remove_stale_temps(run_dir):
         log.warning("removed %s (left by an interrupted checkpoint save)", path)
     write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(record, sort_keys=False))

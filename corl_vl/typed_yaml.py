@@ -144,3 +144,70 @@ def list_index(items: list[Any], head: str, key: str) -> int:
         if getattr(item, "name", None) == head:
             return i
     raise CorlError(f"--set {key}: no element '{head}' (use an index below {len(items)} or an agent name)")
+
+
+# ------------------------------------------------------------------------------------------- bounded loading
+MAX_YAML_NODES = 100_000  # values in the document once every alias is expanded
+MAX_YAML_DEPTH = 64
+
+
+def load_yaml(text: str, where: str) -> Any:
+    """``yaml.safe_load`` of ``text``, refusing documents whose aliases expand past :data:`MAX_YAML_NODES`
+    values or nest past :data:`MAX_YAML_DEPTH` levels (``where`` names the file in the one-line error).
+
+    Why: a few lines of nested aliases (a "billion laughs") load as a small shared graph, but everything that
+    walks the result as a tree (``dataclasses.asdict``, ``yaml.safe_dump`` of the run record) expands it
+    exponentially: minutes of CPU, then a ``MemoryError``. The size is counted on the composed nodes, with each
+    node's expanded size memoised, so the check itself is linear in the document. Parse errors pass through as
+    ``yaml.YAMLError`` for the caller to report.
+    """
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node, where)
+        return loader.construct_document(node)
+    except RecursionError:  # the composer recurses per level: thousands of "[" exhaust the stack first
+        raise CorlError(f"{where}: nested deeper than {MAX_YAML_DEPTH} levels") from None
+    finally:
+        loader.dispose()
+
+
+def _check_expansion(root: Any, where: str) -> None:
+    import yaml
+
+    sizes: dict[int, tuple[int, int]] = {}  # id(node) → (expanded values, depth)
+    open_nodes: set[int] = set()
+
+    def visit(node: Any) -> tuple[int, int]:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise CorlError(f"{where}: a YAML alias refers to itself (a recursive structure); remove it")
+        open_nodes.add(key)
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            children = []
+        count, depth = 1, 1
+        for child in children:
+            child_count, child_depth = visit(child)
+            count, depth = count + child_count, max(depth, child_depth + 1)
+            if count > MAX_YAML_NODES:
+                raise CorlError(
+                    f"{where}: more than {MAX_YAML_NODES:,} values once its aliases are expanded; a config this "
+                    "large is an alias bomb or a mistake"
+                )
+            if depth > MAX_YAML_DEPTH:
+                raise CorlError(f"{where}: nested deeper than {MAX_YAML_DEPTH} levels")
+        open_nodes.discard(key)
+        sizes[key] = (count, depth)
+        return count, depth
+
+    visit(root)

@@ -73,6 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from corl_vl.config import apply_overrides, finalize, load_config, pair_config
     from corl_vl.recipe import train
+    from corl_vl.train.run_lock import check_config_not_overwritten, release_run_locks
 
     overrides = list(args.overrides)
     if args.max_steps is not None:
@@ -93,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
             log.info(choice)
         cfg = tiny_pair_experiment(pair_config(presets))  # the experiment section first, so --set reaches it
         cfg = finalize(apply_overrides(cfg, overrides), "--pair")
+    check_config_not_overwritten(args.config, cfg.train.output_dir, resume=args.resume)
     try:
         run = train(
             cfg,
@@ -102,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
             allow_unsafe_checkpoint=args.allow_unsafe_checkpoint,
         )
     finally:
+        release_run_locks()
         _close_process_group()
     print(f"run folder: {run.run_dir}")
     return 0

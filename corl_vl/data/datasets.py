@@ -18,11 +18,12 @@ naming the file, row and field.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corl_vl.data.images import lazy_image, verify_image
+from corl_vl.data.images import _describe, check_aspect, lazy_image, verify_image
 from corl_vl.data.problem import ImageLike, Problem
 from corl_vl.errors import CorlError
 from corl_vl.io import read_jsonl
@@ -219,14 +220,16 @@ def _images(value: Any, where: str, root: Path, check: bool) -> list[ImageLike]:
         if item is None:
             continue
         if isinstance(item, Image.Image):
+            if check:
+                check_aspect(item.size, _describe(item, where))
             images.append(item)
         elif isinstance(item, bytes | bytearray):
-            images.append(lazy_image(bytes(item), where=where, verify=check))
+            images.append(lazy_image(bytes(item), where=where, verify=check, shape=check))
         elif isinstance(item, str | Path):
             path = Path(item).expanduser()
             path = path if path.is_absolute() else root / path
             if check:
-                verify_image(path, where=where)
+                verify_image(path, where=where, shape=True)
             images.append(str(path))
         else:
             raise CorlError(f"{where}: unsupported image value of type {type(item).__name__}")
@@ -246,10 +249,23 @@ def _choices(value: Any, where: str) -> list[str] | None:
     return [str(option) for option in value]
 
 
-def _text(value: Any) -> str | None:
+MAX_QUESTION_CHARS = 1_000_000  # above every shipped model's context (~4 characters per token)
+
+
+def _text(value: Any, where: str = "", *, limit: int | None = None) -> str | None:
+    """A text field: a string, or a number converted on purpose (ids and answers such as ``12`` or ``0.5``).
+
+    Anything else (a list, a dict, true/false, NaN) is refused: ``str()`` would turn it into its Python repr,
+    which no answer ever matches. ``limit`` bounds the length (a 50 MB question stops the tokenizer)."""
     if value is None:
         return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise CorlError(f"{where}: expected text or a number, got {type(value).__name__} {str(value)[:40]!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise CorlError(f"{where}: expected text or a finite number, got {value}")
     text = str(value).strip()
+    if limit is not None and len(text) > limit:
+        raise CorlError(f"{where}: {len(text):,} characters, more than the {limit:,} any model here can take")
     return text or None
 
 
@@ -311,21 +327,25 @@ def load_problems(
     first_row: dict[str, int] = {}
     for i, row in enumerate(src.rows):
         where = f"{label} row {i}"
-        pid = str(i) if fields.id is None else _text(row.get(fields.id))
+        pid = str(i) if fields.id is None else _text(row.get(fields.id), f"{where} field {fields.id!r}")
         if pid is None:
             raise CorlError(f"{where}: empty {fields.id!r}")
         if pid in first_row:
             raise CorlError(f"{label}: duplicate id {pid!r} (rows {first_row[pid]} and {i})")
         first_row[pid] = i
-        question = _text(row.get(question_col))
-        answer = _text(row.get(answer_col)) if answer_col else None
+        question = _text(row.get(question_col), f"{where} field {question_col!r}", limit=MAX_QUESTION_CHARS)
+        answer = _text(row.get(answer_col), f"{where} field {answer_col!r}") if answer_col else None
         if require_answer and answer is None:
             raise CorlError(f"{where} (id {pid!r}): empty {answer_col!r}")
         field_where = f"{where} field {images_col!r}"
         check = check_images and not text_only  # a text-only view never opens the pictures
         images = _images(row.get(images_col), field_where, root, check) if images_col else []
         if text_only:
-            text = _text(row.get(text_col)) if text_col else None
+            text = (
+                _text(row.get(text_col), f"{where} field {text_col!r}", limit=MAX_QUESTION_CHARS)
+                if text_col
+                else None
+            )
             if text is None and images:
                 raise CorlError(f"{where} (id {pid!r}): has an image but no text rendering (text_question)")
             question, images = text or question, []

@@ -53,8 +53,26 @@ def open_image(source: ImageLike | bytes, *, where: str | None = None) -> Image.
         raise CorlError(f"{_describe(source, where)} is corrupt or not an image ({err})") from None
 
 
-def verify_image(source: str | Path | bytes, *, where: str | None = None) -> None:
-    """Check that ``source`` exists and is a well-formed image without decoding its pixels.
+# Qwen2-VL-family processors refuse images whose long side is more than 200 times the short side, and the cohort
+# shares one dataset, so that tightest limit applies to every row (refused, not padded: padding changes the picture)
+MAX_ASPECT_RATIO = 200
+
+
+def check_aspect(size: tuple[int, int], what: str) -> None:
+    """Refuse an empty image or one more elongated than :data:`MAX_ASPECT_RATIO` (``what`` names it)."""
+    width, height = size
+    if min(width, height) < 1:
+        raise CorlError(f"{what} is empty ({width}x{height} pixels)")
+    if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
+        raise CorlError(
+            f"{what} is {width}x{height} pixels, an aspect ratio above {MAX_ASPECT_RATIO}:1 that no supported "
+            "model family takes; crop it or leave the row out"
+        )
+
+
+def verify_image(source: str | Path | bytes, *, where: str | None = None, shape: bool = False) -> None:
+    """Check that ``source`` exists and is a well-formed image without decoding its pixels (and, with
+    ``shape``, that :func:`check_aspect` accepts it).
 
     Cheap enough to run over a whole dataset at load time (PIL's ``verify`` reads the header and checks
     chunk checksums), so a broken file is reported before training starts rather than mid-run.
@@ -62,6 +80,8 @@ def verify_image(source: str | Path | bytes, *, where: str | None = None) -> Non
     try:
         stream = io.BytesIO(source) if isinstance(source, bytes | bytearray) else Path(source)
         with Image.open(stream) as image:
+            if shape:
+                check_aspect(image.size, _describe(source, where))
             image.verify()
     except FileNotFoundError:
         raise CorlError(f"{_describe(source, where)} not found") from None
@@ -71,14 +91,16 @@ def verify_image(source: str | Path | bytes, *, where: str | None = None) -> Non
         raise CorlError(f"{_describe(source, where)} is corrupt or not an image ({err})") from None
 
 
-def lazy_image(data: bytes, *, where: str | None = None, verify: bool = True) -> Image.Image:
+def lazy_image(
+    data: bytes, *, where: str | None = None, verify: bool = True, shape: bool = False
+) -> Image.Image:
     """A PIL image over encoded ``data`` whose pixels are decoded only on first use.
 
     Embedded images (HF ``Image`` feature, parquet bytes) cannot be kept as paths; an opened-but-unloaded
     PIL image keeps only the compressed bytes in memory, so a large dataset stays small.
     """
     if verify:
-        verify_image(data, where=where)
+        verify_image(data, where=where, shape=shape)
     try:
         return Image.open(io.BytesIO(data))
     except _READ_ERRORS as err:

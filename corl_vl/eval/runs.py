@@ -52,13 +52,15 @@ def _base_models(run: Path) -> dict[str, str]:
     """Agent name → the ``model`` it started from, read from the run's ``config.yaml``."""
     import yaml
 
+    from corl_vl.typed_yaml import load_yaml
+
     path = run / "config.yaml"
     if not path.is_file():
         raise CorlError(
             f"{path}: missing, so the base models of the run are unknown (drop --baseline-models)"
         )
     try:
-        agents = (yaml.safe_load(path.read_text()) or {}).get("agents") or []
+        agents = (load_yaml(path.read_text(), str(path)) or {}).get("agents") or []
     except yaml.YAMLError as err:
         raise CorlError(f"{path}: invalid YAML ({getattr(err, 'problem', err)})") from None
     return {str(a.get("name")): str(a.get("model")) for a in agents if isinstance(a, dict)}

@@ -22,11 +22,19 @@ from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
 
 from corl_vl.data.problem import Problem
+from corl_vl.errors import CorlError
 from corl_vl.rollout.base import Completion, Rollout, cut_at_stop
 
 
+class NonFiniteLogits(CorlError):
+    """The model's next-token scores are NaN/inf: nothing can be sampled (the trainer names the agent)."""
+
+
 class _LogprobRecorder(LogitsProcessor):
-    """Last processor: remembers log-softmax of the final scores; gathers the sampled token one step later."""
+    """Last processor: remembers log-softmax of the final scores; gathers the sampled token one step later.
+
+    It also stops the call when a row's scores are NaN/inf (a NaN log-softmax): sampling from them would end
+    in torch's "probability tensor contains inf/nan", and greedy decoding would silently pick token 0."""
 
     def __init__(self) -> None:
         self.pending: torch.Tensor | None = None
@@ -36,6 +44,11 @@ class _LogprobRecorder(LogitsProcessor):
         if self.pending is not None:
             self._take(input_ids[:, -1])
         self.pending = torch.log_softmax(scores.float(), dim=-1)
+        if torch.isnan(self.pending).any():  # -inf entries are masked tokens; NaN means no usable score
+            raise NonFiniteLogits(
+                f"the model's next-token scores are NaN/inf at new token {len(self.steps) + 1}, so nothing can "
+                "be sampled"
+            )
         return scores
 
     def _take(self, tokens: torch.Tensor) -> None:

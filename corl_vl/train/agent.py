@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,8 +37,11 @@ from corl_vl.config import AgentConfig, CohortConfig
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.rollout import Rollout, RolloutEngine, create_engine, resolve_engine
+from corl_vl.rollout.hf import NonFiniteLogits
 from corl_vl.train.backends import TorchBackend, TrainingBackend
 from corl_vl.train.grpo import LossSpec, Normalizer, importance_weights, masked_mean, policy_loss
+from corl_vl.train.nonfinite import rollout_error
+from corl_vl.train.prompt_room import check_prompt_room
 from model_adapters.registry import create_adapter
 
 _log = logging.getLogger(__name__)
@@ -103,6 +107,7 @@ class Agent:
         self.engine = engine
         self._engine_asleep = False  # engines start awake, holding the weights the trainer starts from
         self._engine_stale = False
+        self.position: Callable[[], str] | None = None  # where the run is, for error lines (NonFiniteStop)
         self.sync_seconds = 0.0  # time spent in weight syncs since the last take_sync_seconds()
         grpo = cfg.grpo
         cap = importance_ratio_cap if importance_ratio_cap is not None else grpo.importance_ratio_cap
@@ -174,14 +179,18 @@ class Agent:
         problems = self.problems(ids)
         prompts = list(prompts) if prompts is not None else self.encode(ids)
         grpo = self.cfg.grpo
+        check_prompt_room(self.name, self.model, prompts, grpo.max_new_tokens)
         engine = self.prepare_engine()
         # passed only when set, so an engine written before the option needs no new keyword
         extra = {"min_new_tokens": grpo.min_new_tokens} if grpo.min_new_tokens else {}
-        with self.backend.inference_weights():
-            rollouts = engine.generate(
-                problems, k=grpo.k, temperature=grpo.temperature, top_p=grpo.top_p,
-                max_new_tokens=grpo.max_new_tokens, seed=seed, prompts=prompts, **extra,
-            )  # fmt: skip
+        try:
+            with self.backend.inference_weights():
+                rollouts = engine.generate(
+                    problems, k=grpo.k, temperature=grpo.temperature, top_p=grpo.top_p,
+                    max_new_tokens=grpo.max_new_tokens, seed=seed, prompts=prompts, **extra,
+                )  # fmt: skip
+        except NonFiniteLogits as err:
+            raise rollout_error(self, err) from None
         got = [r.problem_id for r in rollouts]
         if got != list(ids):
             raise CorlError(
@@ -279,7 +288,17 @@ class Agent:
             loss_total += float(loss.detach())
             parts.append((float(mask[selected].sum()), part_metrics))
         metrics["lr"] = self.backend.optimizer.param_groups[0]["lr"]
-        grad_norm = self.backend.step(plan, zero_loss=lambda: self._zero_loss(batch))
+        finite_loss = math.isfinite(loss_total)
+        # passed only when needed, so a backend written before the option needs no new keyword
+        extra = {} if finite_loss else {"finite_loss": False}
+        grad_norm = self.backend.step(plan, zero_loss=lambda: self._zero_loss(batch), **extra)
+        # non-finite: the backend skipped the optimizer step; say which agent, and count it (train/nonfinite.py)
+        nonfinite = not (finite_loss and math.isfinite(grad_norm))
+        if nonfinite:
+            _log.warning(
+                "agent %s: non-finite %s (loss %s, gradient norm %s); optimizer step skipped",
+                self.name, "loss" if not finite_loss else "gradient norm", loss_total, grad_norm,
+            )  # fmt: skip
 
         # importance-ratio statistics over the completions the trainer scored (all of them, or the trained rows)
         scored_rows = list(range(len(batch.prompts))) if old is not None else rows
@@ -292,6 +311,7 @@ class Agent:
         metrics["is/nonfinite_tokens"] = float(replaced.sum())
         metrics.update({"loss": loss_total, "grad_norm": grad_norm, "trained_rows": float(len(rows))})
         metrics["update/skipped"] = float(plan.group_rows == 0)
+        metrics["update/nonfinite"] = float(nonfinite)
         total = sum(w for w, _ in parts)
         for key in ("clip/frac", "clip/low_frac", "clip/high_frac", "kl"):
             values = [(w, m[key]) for w, m in parts if key in m]

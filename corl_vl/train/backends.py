@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -76,6 +77,14 @@ def launch_backend(backend: TorchBackend, cfg: Any, dist: Any) -> TrainingBacken
         settings.deepspeed, zero_stage=settings.zero_stage, grad_clip=cfg.train.grad_clip,
         group_size=dist.group_size, dtype=dtype,
     )  # fmt: skip
+    # DeepSpeed's own overflow check is what keeps a non-finite gradient out of the weights (see step)
+    bf16, zero = ds_config.get("bf16") or {}, ds_config.get("zero_optimization") or {}
+    overflow_check_off = bf16.get("enabled") and bf16.get("check_grad_overflow") is False
+    if overflow_check_off or zero.get("compute_grad_norm") is False:
+        raise CorlError(
+            f"{settings.deepspeed}: bf16.check_grad_overflow and zero_optimization.compute_grad_norm must stay "
+            "true: without them a non-finite gradient would update the weights"
+        )
     return DeepSpeedBackend(backend, ds_config, dist.mpu, dist.dp_group)
 
 
@@ -93,7 +102,9 @@ class TrainingBackend(Protocol):
     def plan(self, normalizer: Normalizer, micro_batches: int, rows: int) -> StepPlan: ...
     def zero_grad(self) -> None: ...
     def backward(self, loss: torch.Tensor) -> None: ...
-    def step(self, plan: StepPlan, zero_loss: Callable[[], torch.Tensor]) -> float: ...
+    def step(
+        self, plan: StepPlan, zero_loss: Callable[[], torch.Tensor], *, finite_loss: bool = True
+    ) -> float: ...
     def inference_weights(self) -> contextlib.AbstractContextManager[Any]: ...
     def full_weights(self) -> contextlib.AbstractContextManager[Any]: ...
     def state_dict(self) -> dict[str, Any]: ...
@@ -108,7 +119,7 @@ _WARNINGS_LOCK = threading.Lock()  # catch_warnings swaps process-wide filters: 
 def _advance_schedule(scheduler: torch.optim.lr_scheduler.LRScheduler) -> None:
     # A skipped DeepSpeed step never calls AdamW.step; the schedule still moves (torch warns about the order).
     with _WARNINGS_LOCK, warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before")
+        warnings.filterwarnings("ignore", message=re.escape("Detected call of `lr_scheduler.step()` before"))
         scheduler.step()
 
 
@@ -157,8 +168,14 @@ class TorchBackend:
     def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
 
-    def step(self, plan: StepPlan, zero_loss: Callable[[], torch.Tensor]) -> float:
-        """Clip, step, zero; returns the pre-clip gradient norm (of the fp32 gradients with master weights)."""
+    def step(
+        self, plan: StepPlan, zero_loss: Callable[[], torch.Tensor], *, finite_loss: bool = True
+    ) -> float:
+        """Clip, step, zero; returns the pre-clip gradient norm (of the fp32 gradients with master weights).
+
+        ``grad_clip: 0`` means no clipping (as in DeepSpeed; torch would scale every gradient to 0). A
+        non-finite loss or gradient norm skips the optimizer step: the weights and AdamW's moments stay as they
+        were, the gradients are dropped, and the schedule still advances (so it stays aligned with the steps)."""
         if self.masters:
             for param, master in self.masters:
                 master.grad = None if param.grad is None else param.grad.float()
@@ -166,8 +183,10 @@ class TorchBackend:
             stepped = [m for _, m in self.masters]
         else:
             stepped = list(self.model.parameters())
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(stepped, self.grad_clip))
-        self.optimizer.step()
+        max_norm = self.grad_clip if self.grad_clip > 0 else math.inf
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(stepped, max_norm))
+        if finite_loss and math.isfinite(grad_norm):
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         with torch.no_grad():
             for param, master in self.masters:
@@ -271,11 +290,15 @@ class DeepSpeedBackend:
         """DeepSpeed *averages* over the group, so the loss (already a share of the group total) is scaled up."""
         self.engine.backward(loss * self.dp_size if self.dp_size > 1 else loss)
 
-    def step(self, plan: StepPlan, zero_loss: Callable[[], torch.Tensor]) -> float:
+    def step(
+        self, plan: StepPlan, zero_loss: Callable[[], torch.Tensor], *, finite_loss: bool = True
+    ) -> float:
         """Padding passes (ZeRO reduces in backward hooks, so every member must run as many), then the step.
 
         A step in which no group member trained is skipped, as plain AdamW skips parameters without gradients.
-        Returns the pre-clip gradient norm.
+        Returns the pre-clip gradient norm. A non-finite gradient norm is skipped by DeepSpeed itself (its
+        overflow check, on by default for every precision ZeRO-2/3 runs; it reports the norm as inf); a
+        non-finite loss gives non-finite gradients, so it is skipped the same way.
         """
         for _ in range(plan.padding_passes):
             self.engine.backward(zero_loss())

@@ -177,7 +177,8 @@ def standard_callbacks(
     """What ``corl-vl train`` runs with, in this order: periodic evaluation (``eval.every``; its results join
     the step's metrics), stall detection, metrics files (each agent's group leader writes its agent's), global
     rank 0's progress (a bar on a terminal, else a plain line every few steps) and first-step check, the
-    stall stop, checkpoints."""
+    stall stop, the non-finite stop, checkpoints."""
+    from corl_vl.train.nonfinite import NonFiniteStop
     from corl_vl.train.validation import PeriodicEval
 
     cfg, run_dir = cohort.cfg, Path(run_dir)
@@ -192,5 +193,6 @@ def standard_callbacks(
     if main:
         callbacks.append(ProgressBar() if progress and sys.stderr.isatty() else PlainProgress())
         callbacks.append(FirstStepCheck())
-    callbacks += [stall.stop, Checkpointing(run_dir, cfg.train.save_every, resumed_at_end=resumed_at_end)]
+    callbacks += [stall.stop, NonFiniteStop(run_dir, dist=dist)]  # K non-finite steps in a row: stop
+    callbacks.append(Checkpointing(run_dir, cfg.train.save_every, resumed_at_end=resumed_at_end))
     return callbacks

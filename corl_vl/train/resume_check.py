@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from corl_vl.errors import CorlError
+from corl_vl.typed_yaml import load_yaml
 
 # exact keys or dotted prefixes that never change what is trained
 FREE_KEYS = (
@@ -92,7 +93,7 @@ def read_run_config(path: str | Path) -> tuple[dict[str, Any], list[Any]]:
     """A run's ``config.yaml`` as (config mapping, history list)."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_yaml(path.read_text(encoding="utf-8"), str(path))
     except FileNotFoundError:
         raise CorlError(f"{path}: missing; cannot check that --resume continues the same run") from None
     except (OSError, yaml.YAMLError) as err:
