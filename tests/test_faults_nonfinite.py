@@ -86,8 +86,8 @@ def test_k_nonfinite_steps_in_a_row_stop_the_run_naming_agent_step_and_checkpoin
 
     from test_checkpoint import _builder
 
-    from corl_vl.recipe import train
     from corl_vl.config import load_config
+    from corl_vl.recipe import train
     from corl_vl.train.checkpoint import latest_checkpoint
     from corl_vl.train.nonfinite import NONFINITE_STEPS
 
@@ -125,8 +125,8 @@ def test_nan_logits_at_rollout_name_the_agent_not_a_sampling_traceback(tmp_path)
     import torch
     from test_checkpoint import _builder
 
-    from corl_vl.recipe import train
     from corl_vl.config import load_config
+    from corl_vl.recipe import train
 
     run = tmp_path / "run"
     cfg = load_config(TINY_COHORT, [*TINY, "train.max_steps=2", f"train.output_dir={run}"])
