@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from corl_vl.paths import cache_dir
-from model_adapters import registry
+from model_adapters import ModelAdapter, registry
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "adapters"
 BUILTIN_VLMS = ["tiny-qwen2.5-vl", "tiny-internvl3.5", "tiny-gemma3", "tiny-qwen3-vl"]
@@ -75,7 +75,7 @@ def plugin_families() -> list[str]:
     activate_example_plugins()
     names = []
     for name, cls in registry.list_adapters().items():
-        offers_tiny = cls.tiny_checkpoint.__func__ is not registry.ModelAdapter.tiny_checkpoint.__func__
+        offers_tiny = cls.tiny_checkpoint.__func__ is not ModelAdapter.tiny_checkpoint.__func__
         if registry.adapter_origin(name) != "built-in" and offers_tiny:
             names.append(PLUGIN + name)
     return names
