@@ -45,6 +45,17 @@ def test_adapters_check_passes_on_its_checkpoint(capsys):
     assert image["image_tokens"] > 0 and image["bos_count"] == 1  # the template's own <|im_start|>, once
 
 
+def test_prompt_layout_is_smolvlm2s():
+    adapter = family_adapter("plugin:smolvlm", system_prompt="Be brief.")
+    problem = Problem(
+        "q", "Which is bigger?", images=[Image.new("RGB", (90, 60), "red")], choices=["3/4", "0.7"]
+    )
+    question = "Which is bigger?\nA. 3/4\nB. 0.7 Please reason step by step, and put your final answer within \\boxed{}."
+    assert adapter.render_prompt(problem)[0] == (
+        f"<|im_start|>System: Be brief.<end_of_utterance>\nUser:<image>{question}<end_of_utterance>\nAssistant:"
+    )
+
+
 def _image(size: tuple[int, int], seed: int) -> Image.Image:
     g = torch.Generator().manual_seed(seed)
     return Image.fromarray(
