@@ -27,7 +27,8 @@ PLUGIN = "plugin:"
 
 def _source_hash(folder: Path) -> str:
     digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "egg-info" not in str(p)):
+    skip = ("egg-info", "__pycache__", "/build/")  # left next to the sources by setuptools or an import
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not any(s in str(p) for s in skip)):
         digest.update(str(path.relative_to(folder)).encode() + path.read_bytes())
     return digest.hexdigest()[:12]
 
