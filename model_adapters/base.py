@@ -275,6 +275,23 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests):
         """Family hook: a context active while weights are created (e.g. under ``deepspeed.zero.Init``)."""
         yield
 
+    def vision_parameter_names(self, model: PreTrainedModel) -> list[str]:
+        """Family hook: the vision side's parameters (tower and projector into the text model) — what freezing
+        the vision side freezes, and what must move when a VLM learns from pictures. Default: every parameter
+        outside the language model (``get_decoder()``) and the output head; empty for text-only families."""
+        if not self.supports_images:
+            return []
+        text = {id(p) for p in model.get_decoder().parameters()}
+        head = model.get_output_embeddings()
+        text |= {id(p) for p in head.parameters()} if head is not None else set()
+        return [name for name, p in model.named_parameters() if id(p) not in text]
+
+    @classmethod
+    def tiny_checkpoint(cls, seed: int = 0) -> Path | None:
+        """Family hook for plugins: a tiny random checkpoint folder of the family (built once, cached), so the
+        shared adapter tests and CPU smoke runs reach it; None when the family's tiny models are zoo presets."""
+        return None
+
     # ------------------------------------------------------------------ prompts
     def prepare_image(self, image: ImageLike) -> Image.Image:
         """Open (if a path) → RGB → long side capped; raises CorlError naming the file if unreadable."""

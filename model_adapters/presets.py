@@ -28,6 +28,15 @@ class Preset:
 _REAL = [
     Preset("qwen2.5-vl-3b", "qwen2_5_vl", "Qwen/Qwen2.5-VL-3B-Instruct", description="Qwen2.5-VL 3B"),
     Preset("qwen2.5-vl-7b", "qwen2_5_vl", "Qwen/Qwen2.5-VL-7B-Instruct", description="Qwen2.5-VL 7B"),
+    *(
+        Preset(
+            f"qwen3-vl-{size}",
+            "qwen3_vl",
+            f"Qwen/Qwen3-VL-{size.upper()}-Instruct",
+            description=f"Qwen3-VL {size.upper()}",
+        )
+        for size in ("2b", "4b", "8b", "32b")
+    ),
     Preset(
         "internvl3.5-2b",
         "internvl3_5",
@@ -70,6 +79,7 @@ _TINY = [
         description="random tiny InternVL3.5 HF (tests, CPU demo)",
     ),
     Preset("tiny-gemma3", "gemma3", tiny=True, description="random tiny Gemma-3 (tests)"),
+    Preset("tiny-qwen3-vl", "qwen3_vl", tiny=True, description="random tiny Qwen3-VL (tests)"),
     Preset("tiny-qwen2.5", "causal_lm", tiny=True, description="random tiny Qwen2 text model (tests)"),
     Preset("tiny-llama3", "causal_lm", tiny=True, description="random tiny Llama-3 text model (tests)"),
     Preset("tiny-qwen3", "causal_lm", tiny=True, description="random tiny Qwen3 text model (tests)"),

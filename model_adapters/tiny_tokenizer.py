@@ -44,6 +44,23 @@ _QWEN_VL_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
+_QWEN3_VL_TEMPLATE = (  # Qwen3-VL instruct: as Qwen2.5-VL's layout but no default system turn
+    "{% set image_count = namespace(value=0) %}"
+    "{% for message in messages %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' or 'image' in part or 'image_url' in part %}"
+    "{% set image_count.value = image_count.value + 1 %}"
+    "{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}"
+    "<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif part['type'] == 'video' or 'video' in part %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in part %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
 _CHATML_TEMPLATE = (  # Qwen2.5 text: ChatML with the default system turn
     "{% for message in messages %}"
     "{% if loop.first and message['role'] != 'system' %}"
@@ -154,6 +171,16 @@ SPECS: dict[str, TokenizerSpec] = {
         pad="<|endoftext|>",
         chat_template=_QWEN_VL_TEMPLATE,
         named={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"},
+        generation_eos=("<|im_end|>", "<|endoftext|>"),
+    ),
+    "qwen3_vl": TokenizerSpec(
+        specials=_QWEN_BASE + _QWEN_VISION,
+        bos=None,
+        eos="<|im_end|>",
+        pad="<|endoftext|>",
+        chat_template=_QWEN3_VL_TEMPLATE,
+        named={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"},
+        plain_added=("<think>", "</think>"),
         generation_eos=("<|im_end|>", "<|endoftext|>"),
     ),
     "qwen2": TokenizerSpec(
@@ -304,11 +331,15 @@ def _corpus() -> list[str]:
     return lines
 
 
-def build_tokenizer(family: str):  # -> transformers.PreTrainedTokenizerFast
-    """Train the family's byte-level BPE on the built-in corpus and wrap it as a transformers tokenizer."""
+def build_tokenizer(family: str | TokenizerSpec):  # -> transformers.PreTrainedTokenizerFast
+    """Train a byte-level BPE on the built-in corpus and wrap it as a transformers tokenizer.
+
+    ``family`` names a spec of :data:`SPECS`, or is a :class:`TokenizerSpec` itself: how an adapter plugin gives
+    its tiny test checkpoint a tokenizer of its own family without adding to this module.
+    """
     from transformers import PreTrainedTokenizerFast
 
-    spec = SPECS[family]
+    spec = family if isinstance(family, TokenizerSpec) else SPECS[family]
     tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
     # Digits one by one, as Qwen/Llama-3 do: keeps arithmetic tokenisation regular.
     tok.pre_tokenizer = pre_tokenizers.Sequence(

@@ -6,14 +6,13 @@ import math
 
 import pytest
 import torch
+from adapter_families import FAMILIES, VLMS, family_adapter
 from PIL import Image
 
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from model_adapters import ImageOptions, ModelAdapter, create_adapter, format_question
 
-FAMILIES = ["tiny-qwen2.5-vl", "tiny-internvl3.5", "tiny-gemma3", "tiny-qwen2.5", "tiny-llama3", "tiny-qwen3"]
-VLMS = FAMILIES[:3]
 INSTRUCTION = " Please reason step by step, and put your final answer within \\boxed{}."
 STOP_TOKEN = {  # the end-of-turn token each chat template closes the assistant turn with
     "tiny-qwen2.5-vl": "<|im_end|>",
@@ -22,12 +21,13 @@ STOP_TOKEN = {  # the end-of-turn token each chat template closes the assistant 
     "tiny-qwen2.5": "<|im_end|>",
     "tiny-llama3": "<|eot_id|>",
     "tiny-qwen3": "<|im_end|>",
-}
+    "tiny-qwen3-vl": "<|im_end|>",
+}  # a plugin's: its tokenizer's EOS
 
 
 @pytest.fixture(scope="module")
 def adapters():
-    return {name: create_adapter(name) for name in FAMILIES}
+    return {name: family_adapter(name) for name in FAMILIES}
 
 
 def _image(size: tuple[int, int], mode: str = "RGB") -> Image.Image:
@@ -79,11 +79,12 @@ def test_prompt_ids_equal_hf_chat_template_path(adapters, name):
 def test_stop_tokens_pad_and_decode(adapters, name):
     adapter = adapters[name]
     tok = adapter.tokenizer
-    assert tok.convert_tokens_to_ids(STOP_TOKEN[name]) in adapter.stop_token_ids
+    stop = STOP_TOKEN.get(name, tok.eos_token)
+    assert tok.convert_tokens_to_ids(stop) in adapter.stop_token_ids
     assert tok.eos_token_id in adapter.stop_token_ids
     assert isinstance(adapter.pad_token_id, int)
     ids = tok("The answer is 42.", add_special_tokens=False)["input_ids"]
-    text = adapter.decode([*ids, tok.convert_tokens_to_ids(STOP_TOKEN[name])])
+    text = adapter.decode([*ids, tok.convert_tokens_to_ids(stop)])
     assert text == "The answer is 42."  # no special tokens, no leaked "▁"
 
 

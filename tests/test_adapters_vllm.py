@@ -17,14 +17,15 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 import pytest
 import torch
+from adapter_families import PLUGINS, family_adapter
 from PIL import Image
 
 from corl_vl.data.problem import Problem
-from model_adapters import create_adapter
 
 pytestmark = pytest.mark.vllm
 
-FAMILIES = ["tiny-qwen2.5-vl", "tiny-internvl3.5", "tiny-gemma3", "tiny-llama3"]  # llama3: template emits BOS
+# llama3: its template emits BOS; every installed plugin runs too
+FAMILIES = ["tiny-qwen2.5-vl", "tiny-internvl3.5", "tiny-gemma3", "tiny-qwen3-vl", "tiny-llama3", *PLUGINS]
 
 
 def _image(seed: int, size: tuple[int, int]) -> Image.Image:
@@ -47,7 +48,7 @@ def _problems(with_images: bool) -> list[Problem]:
 def test_vllm_prompt_tokens_equal_hf(name):
     from vllm import LLM, SamplingParams
 
-    adapter = create_adapter(name)
+    adapter = family_adapter(name)
     problems = _problems(adapter.supports_images)
     llm = LLM(
         **adapter.vllm_engine_kwargs(), enforce_eager=True, max_model_len=1024, seed=0,
