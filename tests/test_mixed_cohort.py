@@ -17,9 +17,9 @@ from adapter_families import activate_example_plugins
 
 from corl_vl.cli import main as cli_main
 from corl_vl.cli.demo import FAST_WARM_START
-from corl_vl.config import apply_overrides, config_from_dict
-from corl_vl.science.toy import base_specs, build_cohort, load_experiment, train_problems
-from corl_vl.science.warm_start import WarmStartSpec, ensure_warm_start
+from corl_vl.config import apply_overrides, finalize, load_config
+from corl_vl.experiment import resolve
+from corl_vl.recipe import build_cohort
 from model_adapters import registry
 
 DEMO = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
@@ -27,36 +27,33 @@ STEPS = 2
 
 
 @pytest.fixture(scope="module")
-def bases() -> dict[str, Path]:
+def config():
+    """The demo's experiment with a third agent, the plugin's SmolVLM, strong on both skills; every agent
+    starts from its warm-started base (the built-ins share the cache entries of ``corl-vl demo --fast``)."""
     activate_example_plugins()
-    exp = load_experiment(DEMO)
-    demo = base_specs(exp, **FAST_WARM_START)  # qwen strong on figure_color, internvl on ground_color
-    smol = WarmStartSpec(
-        model=str(registry.get_adapter_class("smolvlm").tiny_checkpoint()),
-        strong_skills=tuple(exp.skills), **{**exp.warm_start, **FAST_WARM_START},
-    )  # fmt: skip
-    specs = {"qwen": demo[0], "internvl": demo[1], "smol": smol}
-    return {name: ensure_warm_start(spec) for name, spec in specs.items()}
+    cfg = load_config(DEMO, [f"experiment.warm_start.{k}={v}" for k, v in FAST_WARM_START.items()])
+    exp = cfg.experiment
+    exp.warm_start["skill_sets"] = [*exp.warm_start["skill_sets"], []]
+    exp.agents["smol"] = {}  # no skill set of its own: strong on every skill
+    smol = registry.get_adapter_class("smolvlm").tiny_checkpoint()
+    cfg.agents.append(type(cfg.agents[0])(name="smol", model=str(smol)))
+    overrides = [
+        "reward.topology=all_peers",  # each agent is labelled by the majority of the other two
+        f"train.max_steps={STEPS}",
+        "train.plot=false",
+        "data.problems_per_step=6",
+        "train.lr=1e-3",
+    ]
+    return resolve(finalize(apply_overrides(cfg, overrides), "test_mixed_cohort"))
 
 
-def test_adapters_check_passes_on_every_base(bases):
-    for name, folder in bases.items():
-        assert cli_main(["adapters", "check", str(folder)]) == 0, name
+def test_adapters_check_passes_on_every_base(config):
+    for agent in config.agents:
+        assert cli_main(["adapters", "check", agent.model]) == 0, agent.name
 
 
-def test_two_steps_every_agent_labelled_trained_and_its_vision_tower_moved(bases):
-    exp = load_experiment(DEMO)
-    raw = {
-        **exp.cohort,
-        "agents": [{"name": name, "model": str(folder)} for name, folder in bases.items()],
-        "topology": {"kind": "all_peers"},  # each agent is labelled by the majority of the other two
-    }
-    cfg = apply_overrides(
-        config_from_dict(raw, str(DEMO)),
-        [f"train.max_steps={STEPS}", "train.plot=false", "data.problems_per_step=6", "train.lr=1e-3"],
-    )
-    torch.manual_seed(cfg.train.seed)
-    cohort = build_cohort(cfg, train_problems(cfg, exp.skills, text_view=False))
+def test_two_steps_every_agent_labelled_trained_and_its_vision_tower_moved(config):
+    cohort = build_cohort(config, device="cpu")
     assert [a.adapter.name for a in cohort.agents] == ["qwen2_5_vl", "internvl3_5", "smolvlm"]
     assert all(p.images for p in cohort.base.values())  # from pictures
     vision = {a.name: a.adapter.vision_parameter_names(a.model) for a in cohort.agents}

@@ -88,7 +88,7 @@ def test_trains_in_a_cohort_with_a_built_in_family():
             {"name": "smol", "model": str(_smolvlm_checkpoint())},  # detected as smolvlm from its config
             {"name": "qwen", "model": "tiny-qwen2.5-vl"},
         ],
-        "topology": {"kind": "mutual"},
+        "reward": {"topology": "mutual"},
         "data": {"train": "synthetic", "limit": 4, "problems_per_step": 2},
         "grpo": {"k": 4, "max_new_tokens": 6},
         "rollout": {"engine": "hf"},

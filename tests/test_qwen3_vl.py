@@ -89,7 +89,7 @@ def test_two_step_cohort_with_qwen2_5_vl_trains_rows_of_both():
             {"name": "qwen25", "model": "tiny-qwen2.5-vl"},
             {"name": "qwen3", "model": "tiny-qwen3-vl"},
         ],
-        "topology": {"kind": "mutual"},
+        "reward": {"topology": "mutual"},
         "data": {"train": "synthetic", "limit": 4, "problems_per_step": 2},
         "grpo": {"k": 4, "max_new_tokens": 6},
         "rollout": {"engine": "hf"},
