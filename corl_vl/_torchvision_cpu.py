@@ -2,8 +2,8 @@
 
 Why: PyPI only has CUDA builds of torchvision 0.28 (the match for torch 2.13). Beside ``torch==2.13.0+cpu`` its
 C++ library does not load, and ``import torchvision`` then dies in ``torchvision/_meta_registrations.py`` with
-``operator torchvision::nms does not exist``. qwen-vl-utils, timm, transformers' full (video-capable)
-processors and vLLM's Qwen2.5-VL path all import torchvision, so a broken torchvision breaks them all.
+``operator torchvision::nms does not exist``. the vision utility packages, timm, transformers' full (video-capable)
+processors and vLLM's vision-model paths all import torchvision, so a broken torchvision breaks them all.
 
 The only thing torchvision needs at import time is that the ``torchvision::nms`` and ``torchvision::qnms``
 operator *schemas* exist (it registers fake/meta kernels for them). This hook defines those two schemas just

@@ -32,7 +32,7 @@ class AgentConfig:
     """One cohort member."""
 
     name: str = ""
-    model: str = ""  # preset name (``qwen2.5-vl-3b``, ``tiny-qwen2.5-vl``) or a local checkpoint folder
+    model: str = ""  # a preset name (``corl-vl models list``) or a local checkpoint folder
     adapter: str | None = None  # adapter name when ``model`` is a path the registry cannot infer
     adapter_kwargs: dict[str, Any] = field(
         default_factory=dict
@@ -40,7 +40,7 @@ class AgentConfig:
     data_view: str | None = None  # paired (e.g. rephrased) view of the training data; None → the original
     lr: float | None = None  # None → train.lr
     importance_ratio_cap: float | None = None  # None → grpo's, else the adapter's default
-    # YYYY-MM-DD the chat template's clock is pinned to (Llama-3.2 stamps "Today Date"); None → the adapter's
+    # YYYY-MM-DD the chat template's clock is pinned to (some templates stamp "Today Date"); None → the adapter's
     # default. `corl-vl train` writes the resolved date into the run's config.yaml.
     template_date: str | None = None
 

@@ -139,7 +139,7 @@ def check_name(name: Any, what: str) -> str:
 
 
 def check_names(names: list[Any], key: str, bad: Bad) -> None:
-    """Each name plain (:func:`name_problem`) and unique, also ignoring case (``Qwen`` and ``qwen`` share a
+    """Each name plain (:func:`name_problem`) and unique, also ignoring case (``Agent`` and ``agent`` share a
     folder on macOS and Windows); raises ``bad(key.i, msg)``."""
     seen: dict[str, int] = {}
     for i, name in enumerate(names):

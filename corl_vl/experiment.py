@@ -161,15 +161,16 @@ def tiny_pair_experiment(cfg: CohortConfig) -> CohortConfig:
 
 
 def demo_config(overrides: Sequence[str] = ()) -> CohortConfig:
-    """The demo's cohort (``configs/demo.yaml`` holds the same settings): a tiny Qwen2.5-VL and a tiny
-    InternVL3.5 from warm-started bases, 20 label-free Co-RL steps on synthetic pictures, on CPU."""
+    """The demo's cohort (``configs/demo.yaml`` holds the same settings): two tiny VLMs of different families
+    (``model_adapters.presets.DEMO_PAIR``) from warm-started bases, 20 label-free Co-RL steps on synthetic
+    pictures, on CPU."""
     from corl_vl.config import apply_overrides, config_from_dict, finalize
+    from model_adapters.presets import DEMO_PAIR
 
     raw = {
         "experiment": {"warm_start": PAIR_WARM_START, "heldout": {"per_skill": 32, "max_new_tokens": 8}},
         "agents": [
-            {"name": "qwen", "model": "tiny-qwen2.5-vl"},
-            {"name": "internvl", "model": "tiny-internvl3.5"},
+            *({"name": name, "model": preset} for name, preset in DEMO_PAIR),
         ],
         "reward": {"topology": "mutual"},
         "data": {"train": "synthetic", "limit": 512, "problems_per_step": 8, "seed": 0},

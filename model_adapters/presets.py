@@ -86,6 +86,9 @@ _TINY = [
 ]
 
 PRESETS: dict[str, Preset] = {p.name: p for p in _REAL + _TINY}
+# the demo's pair, (agent name, preset): two tiny VLMs of different families (corl_vl.experiment.demo_config,
+# configs/demo.yaml)
+DEMO_PAIR = (("qwen", "tiny-qwen2.5-vl"), ("internvl", "tiny-internvl3.5"))
 
 
 def get_preset(name: str) -> Preset:

@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     list_parser.set_defaults(func=_list)
 
     build = sub.add_parser("build-tiny", help="write a tiny random checkpoint of a real architecture")
-    build.add_argument("name", help="a tiny preset, e.g. tiny-qwen2.5-vl")
+    build.add_argument("name", help="a tiny preset (see `corl-vl models list`)")
     build.add_argument("--out", required=True, help="output folder (created)")
     build.add_argument("--seed", type=int, default=0, help="weight seed (same seed → identical weights)")
     build.set_defaults(func=_build_tiny)

@@ -3,7 +3,7 @@
 Examples::
 
     corl-vl train --config configs/demo.yaml
-    corl-vl train --pair qwen2.5-vl-3b,internvl3.5-2b --output-dir runs/pair   # data: mmr1-math (by modality)
+    corl-vl train --pair A,B --output-dir runs/pair   # presets (corl-vl models list); data by modality
     corl-vl train --config configs/demo.yaml --baseline ttrl --output-dir runs/demo-ttrl
     corl-vl train --config configs/demo.yaml --resume          # continue runs/demo from its latest checkpoint
     torchrun --nproc_per_node=2 -m corl_vl train --config configs/demo.yaml \

@@ -53,8 +53,8 @@ def open_image(source: ImageLike | bytes, *, where: str | None = None) -> Image.
         raise CorlError(f"{_describe(source, where)} is corrupt or not an image ({err})") from None
 
 
-# Qwen2-VL-family processors refuse images whose long side is more than 200 times the short side, and the cohort
-# shares one dataset, so that tightest limit applies to every row (refused, not padded: padding changes the picture)
+# The strictest built-in image processor refuses a long side over 200 times the short side (docs/adapters.md), and
+# the cohort shares one dataset, so that limit applies to every row (refused, not padded: padding changes the picture)
 MAX_ASPECT_RATIO = 200
 
 

@@ -7,7 +7,7 @@ rather than fine shape detail (counting polygon sides was measured not to be lea
 size; benchmarks/science/README.md). Every skill has a consistent wrong rule (``mistake``) so warm starts can
 plant systematic errors.
 
-Pictures are ``PIXEL_SIZE`` square (a multiple of 28 and 14: no resampling for Qwen's patch grid) and every
+Pictures are ``PIXEL_SIZE`` square (a multiple of 28 and 14: no resampling on the built-in families' patch grids) and every
 answer is one or two words or a digit, so rollouts stay a handful of tokens.
 """
 

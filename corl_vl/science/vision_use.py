@@ -7,8 +7,8 @@ the language model — makes that visible, next to the blanked-image accuracy (:
 
 Family-agnostic by construction: the language model is what Hugging Face's ``get_decoder()`` returns and the
 output head what ``get_output_embeddings()`` returns; every other parameter belongs to the vision side and is
-grouped by its module path (``model.visual`` for Qwen2.5-VL; ``model.vision_tower`` and
-``model.multi_modal_projector`` for InternVL and Gemma-3), so no family name is checked here.
+grouped by its module path (``model.visual``, ``model.vision_tower``, ``model.multi_modal_projector``, as
+each family names them), so no family name is checked here.
 """
 
 from __future__ import annotations

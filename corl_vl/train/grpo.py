@@ -66,7 +66,7 @@ def importance_weights(
 
     Why: the rollout engine (vLLM, bf16 kernels) and the trainer compute slightly different distributions; the
     ratio corrects the off-policy bias, the cap bounds its variance. Non-finite rollout logprobs (seen with
-    Gemma-3 in vLLM) are contained: those tokens get the neutral weight 1 and are counted, never propagated.
+    one built-in family in vLLM, docs/adapters.md) are contained: those tokens get the neutral weight 1 and are counted, never propagated.
     Statistics (min/mean/max of the raw ratio and of |Δlogp|) are over real tokens with finite logprobs.
     """
     trainer_logprobs = trainer_logprobs.detach()

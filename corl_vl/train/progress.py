@@ -20,7 +20,7 @@ log = logging.getLogger("corl_vl")
 
 
 def step_summary(run: TrainingRun) -> list[str]:
-    """``["1.2 s/step", "qwen: reward 0.41 agree 0.80", …]`` for the step that just ran."""
+    """``["1.2 s/step", "agent-a: reward 0.41 agree 0.80", …]`` for the step that just ran."""
     parts = [f"{run.seconds:.1f} s/step"]
     for name, values in run.metrics.items():
         if name == "cohort":
