@@ -72,6 +72,10 @@ class RewardConfig:
     min_weight_share: float = 0.0
     reliability_ema: float = 0.5  # weight of the past in the per-step reliability's moving average
     reliability_tag: str | None = None  # a problem meta key (e.g. "skill"): track reliability per its value
+    # a reward from the user's own file, "path/to/file.py:function", loaded as trusted code (rewards/plugins.py)
+    module: str | None = None
+    # rewards added to the main one: [{name: format, weight: 0.1}, …], any registered reward
+    combine: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -86,6 +90,9 @@ class DataConfig:
     problems_per_step: int = 8
     shuffle: bool = True
     seed: int = 0  # synthetic data's generator seed (the sampling order follows train.seed)
+    max_prompt_tokens: int | None = (
+        None  # drop problems whose rendered prompt is longer (counted); None → keep all
+    )
 
 
 @dataclass
@@ -105,6 +112,16 @@ class GrpoConfig:
     # no stop token before this many new tokens (every engine); benchmarks force a fixed length with it
     min_new_tokens: int = 0
     micro_batch_size: int = 8  # completions per forward/backward on the trainer
+    # optimizer steps per rollout batch: the batch is split into this many mini-batches of whole groups
+    updates_per_batch: int = 1
+    truncated: str = (
+        "keep"  # completions that hit max_new_tokens: keep | mask (no loss) | drop (out of the group)
+    )
+    # draw more problems until every trained group's rewards vary; at most this many extra draws per step (0: off)
+    dynamic_sampling: int = 0
+    votes: int | None = (
+        None  # completions sampled per problem for the vote (≥ k; only k are trained); None → k
+    )
 
 
 @dataclass
@@ -145,6 +162,8 @@ class TrainConfig:
     stall_steps: int = (
         20  # warn when label/coverage or answer/parsed_frac stays 0 this long, stop at 2x; 0 = off
     )
+    log_completions: int = 0  # rows per agent and step written to completions.jsonl (and TensorBoard/wandb)
+    save_total_limit: int = 0  # keep the newest N checkpoints (never best or latest's); 0 → keep all
 
 
 @dataclass
@@ -172,6 +191,7 @@ class EvalConfig:
     limit: int | None = None
     max_new_tokens: int = 512
     select_best: str = "none"  # none | peer_agreement (label-free) | accuracy (labelled validation set)
+    at_start: bool = False  # also validate before the first step
 
 
 @dataclass
@@ -315,6 +335,7 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
         "data.problems_per_step": cfg.data.problems_per_step,
         "train.max_steps": cfg.train.max_steps,
         "rollout.batch_size": cfg.rollout.batch_size,
+        "grpo.updates_per_batch": cfg.grpo.updates_per_batch,
     }
     for key, value in positive.items():
         if value < 1:
@@ -324,6 +345,7 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
             "grpo.min_new_tokens",
             f"must be in [0, grpo.max_new_tokens={cfg.grpo.max_new_tokens}], got {cfg.grpo.min_new_tokens}",
         )
+    _check_trainer_controls(cfg, bad)
     if cfg.rollout.vllm_min_params < 0:
         raise bad("rollout.vllm_min_params", f"must be ≥ 0, got {cfg.rollout.vllm_min_params}")
     if cfg.grpo.temperature <= 0:
@@ -350,6 +372,29 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
     if cfg.experiment is not None:
         check_experiment(cfg, bad)
     return cfg
+
+
+def _check_trainer_controls(cfg: CohortConfig, bad: Any) -> None:
+    """The GRPO batch controls and run bookkeeping counts (docs/training.md, "Trainer controls")."""
+    grpo = cfg.grpo
+    if grpo.updates_per_batch > cfg.data.problems_per_step:
+        raise bad(
+            "grpo.updates_per_batch",
+            f"{grpo.updates_per_batch} mini-batches of whole groups need data.problems_per_step ≥ that, "
+            f"got {cfg.data.problems_per_step}",
+        )
+    if grpo.votes is not None and grpo.votes < grpo.k:
+        raise bad("grpo.votes", f"must be ≥ grpo.k={grpo.k} (k of the votes are trained), got {grpo.votes}")
+    counts = {
+        "grpo.dynamic_sampling": grpo.dynamic_sampling,
+        "train.log_completions": cfg.train.log_completions,
+        "train.save_total_limit": cfg.train.save_total_limit,
+    }
+    for key, value in counts.items():
+        if value < 0:
+            raise bad(key, f"must be ≥ 0, got {value}")
+    if cfg.data.max_prompt_tokens is not None and cfg.data.max_prompt_tokens < 1:
+        raise bad("data.max_prompt_tokens", f"must be ≥ 1, got {cfg.data.max_prompt_tokens}")
 
 
 # ------------------------------------------------------------------------------------------- typed building

@@ -34,12 +34,13 @@ from corl_vl.data.problem import Problem
 from corl_vl.data.synth import generate_problems, to_text_problem
 from corl_vl.errors import CorlError
 from corl_vl.rewards.co_rewarding import twins_of, with_twins
+from corl_vl.rewards.combine import step_reward
 from corl_vl.rewards.registry import RewardInputs, get_reward
 from corl_vl.rewards.topology import Topology, from_config
+from corl_vl.train import subsets
 from corl_vl.train.agent import Agent, Batch
 from corl_vl.train.backends import launch_backend
 from corl_vl.train.distributed import DistContext
-from corl_vl.train.grpo import group_advantages
 from corl_vl.train.parallel import AgentPhases
 from model_adapters.registry import create_adapter
 
@@ -168,7 +169,7 @@ class Cohort:
         self.agents = agents
         self.base = {p.id: p for p in base}
         self.sampler = Sampler([p.id for p in base], seed=cfg.train.seed, shuffle=cfg.data.shuffle)
-        self.reward = get_reward(cfg.reward.name)
+        self.reward = step_reward(cfg)  # reward.name, plus reward.combine's weighted parts
         if self.reward.paired_views:  # twin groups: the rephrased view of each problem (co_rewarding.py)
             if dist is not None:
                 raise CorlError(f"reward.name={cfg.reward.name} runs in one process; drop torchrun")
@@ -255,16 +256,19 @@ class Cohort:
         for agent in self.agents:
             agent.release_engine()
         # the no-grad pass over every completion runs only for what reads it; else the update takes the
-        # gradient pass's logprobs (Agent.update)
-        if self.reward.uses_scores or cfg.train.log_entropy:
+        # gradient pass's logprobs (Agent.update); several updates per batch need the pre-update logprobs
+        if self.reward.uses_scores or cfg.train.log_entropy or cfg.grpo.updates_per_batch > 1:
             jobs = list(zip(self.agents, steps))
             for agent_step, scored in zip(
-                steps, self.phases.map(lambda job: job[0].score(*self._rows(job[1])), jobs)
+                steps, self.phases.map(lambda job: job[0].score(*subsets.step_rows(job[1])), jobs)
             ):
                 agent_step.scored = scored
         local = {agent.name: agent_step.answers for agent, agent_step in zip(self.agents, steps)}
         self.last_answers = local if self.dist is None else self.dist.exchange(ids, local, self.names)
         self._rewards(ids, mine, steps)
+        steps = [
+            subsets.first_k(agent_step, cfg.grpo.k) for agent_step in steps
+        ]  # grpo.votes: the rest only voted
         times["time/reward"] = time.perf_counter() - t0
 
         metrics: dict[str, dict[str, float]] = {}
@@ -298,11 +302,17 @@ class Cohort:
         """One agent's update and weight sync: ``(metrics, update seconds, sync seconds)``."""
         agent, agent_step, rewards = job
         t0 = time.perf_counter()
-        adv = group_advantages(rewards, scale=self.cfg.grpo.advantage).reshape(-1).to(torch.float32)
-        prompts, completions = self._rows(agent_step)
+        grpo = self.cfg.grpo
+        cut = subsets.truncated(agent_step.rollouts)
+        adv, trained = subsets.advantages_and_rows(rewards, cut, mode=grpo.truncated, scale=grpo.advantage)
+        prompts, completions = subsets.step_rows(agent_step)
         m = agent.update(
-            Batch(prompts, completions, self._rollout_logprobs(agent_step), adv), old=agent_step.scored
+            Batch(prompts, completions, subsets.rollout_logprobs(agent_step), adv, trained),
+            old=agent_step.scored,
+            group_size=grpo.k,
         )
+        if grpo.truncated != "keep":
+            m["truncated/frac"] = float(cut.float().mean())
         t_update = time.perf_counter() - t0
         agent.sync()  # into the engine now if it is awake, else on its next wake
         return m, t_update, agent.take_sync_seconds()
@@ -312,20 +322,6 @@ class Cohort:
         return answer_in_base_options(
             extract_answer(text, view_choices), view_choices, self.base[pid].choices
         )
-
-    def _rows(self, agent_step: AgentStep) -> tuple[list[Any], list[list[int]]]:
-        prompts = [p for p, r in zip(agent_step.prompts, agent_step.rollouts) for _ in r.completions]
-        completions = [c.ids for r in agent_step.rollouts for c in r.completions]
-        return prompts, completions
-
-    @staticmethod
-    def _rollout_logprobs(agent_step: AgentStep) -> torch.Tensor:
-        comps = [c for r in agent_step.rollouts for c in r.completions]
-        width = max((len(c.ids) for c in comps), default=0)
-        out = torch.zeros(len(comps), width, dtype=torch.float32)
-        for i, c in enumerate(comps):
-            out[i, : len(c.logprobs)] = torch.tensor(c.logprobs, dtype=torch.float32)
-        return out
 
     def _rewards(self, ids: list[str], mine: list[str], steps: list[AgentStep]) -> None:
         """Fill this process's agents' rewards (and labels, where the reward votes) with one call of the
@@ -339,6 +335,8 @@ class Cohort:
             answers=self.last_answers, problems=self.base,
             scored={agent.name: agent_step.scored for agent, agent_step in zip(self.agents, steps)},
             adapters={agent.name: agent.adapter.name for agent in self.agents}, state=self.supervision,
+            completions={a.name: subsets.texts(s, mine) for a, s in zip(self.agents, steps)},
+            token_counts={a.name: subsets.token_counts(s, mine) for a, s in zip(self.agents, steps)},
         )  # fmt: skip
         rewards, labels = self.reward.function(inputs)
         self.last_labels = labels
