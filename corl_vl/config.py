@@ -90,9 +90,6 @@ class DataConfig:
     problems_per_step: int = 8
     shuffle: bool = True
     seed: int = 0  # synthetic data's generator seed (the sampling order follows train.seed)
-    max_prompt_tokens: int | None = (
-        None  # drop problems whose rendered prompt is longer (counted); None → keep all
-    )
 
 
 @dataclass
@@ -114,14 +111,10 @@ class GrpoConfig:
     micro_batch_size: int = 8  # completions per forward/backward on the trainer
     # optimizer steps per rollout batch: the batch is split into this many mini-batches of whole groups
     updates_per_batch: int = 1
-    truncated: str = (
-        "keep"  # completions that hit max_new_tokens: keep | mask (no loss) | drop (out of the group)
-    )
-    # draw more problems until every trained group's rewards vary; at most this many extra draws per step (0: off)
-    dynamic_sampling: int = 0
-    votes: int | None = (
-        None  # completions sampled per problem for the vote (≥ k; only k are trained); None → k
-    )
+    # completions that hit max_new_tokens: keep | mask (no loss) | drop (out of the group)
+    truncated: str = "keep"
+    # completions sampled per problem for the vote (≥ k; only k are trained); None → k
+    votes: int | None = None
 
 
 @dataclass
@@ -162,7 +155,6 @@ class TrainConfig:
     stall_steps: int = (
         20  # warn when label/coverage or answer/parsed_frac stays 0 this long, stop at 2x; 0 = off
     )
-    log_completions: int = 0  # rows per agent and step written to completions.jsonl (and TensorBoard/wandb)
     save_total_limit: int = 0  # keep the newest N checkpoints (never best or latest's); 0 → keep all
 
 
@@ -386,15 +378,11 @@ def _check_trainer_controls(cfg: CohortConfig, bad: Any) -> None:
     if grpo.votes is not None and grpo.votes < grpo.k:
         raise bad("grpo.votes", f"must be ≥ grpo.k={grpo.k} (k of the votes are trained), got {grpo.votes}")
     counts = {
-        "grpo.dynamic_sampling": grpo.dynamic_sampling,
-        "train.log_completions": cfg.train.log_completions,
         "train.save_total_limit": cfg.train.save_total_limit,
     }
     for key, value in counts.items():
         if value < 0:
             raise bad(key, f"must be ≥ 0, got {value}")
-    if cfg.data.max_prompt_tokens is not None and cfg.data.max_prompt_tokens < 1:
-        raise bad("data.max_prompt_tokens", f"must be ≥ 1, got {cfg.data.max_prompt_tokens}")
 
 
 # ------------------------------------------------------------------------------------------- typed building
