@@ -155,6 +155,7 @@ class TrainConfig:
     stall_steps: int = (
         20  # warn when label/coverage or answer/parsed_frac stays 0 this long, stop at 2x; 0 = off
     )
+    log_completions: int = 0  # rows per agent and step written to completions.jsonl (and TensorBoard/wandb)
     save_total_limit: int = 0  # keep the newest N checkpoints (never best or latest's); 0 → keep all
 
 
@@ -378,6 +379,7 @@ def _check_trainer_controls(cfg: CohortConfig, bad: Any) -> None:
     if grpo.votes is not None and grpo.votes < grpo.k:
         raise bad("grpo.votes", f"must be ≥ grpo.k={grpo.k} (k of the votes are trained), got {grpo.votes}")
     counts = {
+        "train.log_completions": cfg.train.log_completions,
         "train.save_total_limit": cfg.train.save_total_limit,
     }
     for key, value in counts.items():

@@ -23,6 +23,7 @@ import torch.distributed
 
 from corl_vl.errors import CorlError
 from corl_vl.train.checkpoint import prune_checkpoints, save_checkpoint
+from corl_vl.train.completion_log import CompletionLog
 from corl_vl.train.loop import Callback, StepMetrics, TrainingRun
 from corl_vl.train.progress import FirstStepCheck, PlainProgress, ProgressBar
 from corl_vl.train.reporting import clean_value, metrics_path
@@ -72,6 +73,23 @@ class MetricsLog(Callback):
                 logged[f"{name}/{key}"] = value
         if self._wandb is not None:
             self._wandb.log(logged, step=step)
+
+    def write_table(self, agent: str, step: int, columns: list[str], rows: list[dict[str, Any]]) -> None:
+        """Rows of text (e.g. completions) as a TensorBoard text table and a wandb table, where those are on."""
+        if agent in self._writers:
+            cells = [
+                [str(row.get(c, "")).replace("|", "\\|").replace("\n", " ") for c in columns] for row in rows
+            ]
+            table = "\n".join(
+                ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+                + ["| " + " | ".join(line) + " |" for line in cells]
+            )
+            self._writers[agent].add_text("completions", table, step)
+        if self._wandb is not None:
+            import wandb
+
+            data = [[row.get(c) for c in columns] for row in rows]
+            self._wandb.log({f"{agent}/completions": wandb.Table(columns=columns, data=data)}, step=step)
 
     def close(self, run: TrainingRun) -> None:
         for file in self._files.values():
@@ -195,7 +213,10 @@ def standard_callbacks(
     wanted = cfg.eval.every or cfg.eval.at_start
     validation = PeriodicEval.from_config(cohort, run_dir) if wanted else None
     callbacks: list[Callback] = [validation] if validation is not None else []
-    callbacks += [stall, MetricsLog(run_dir, writers, cfg.train.report_to)]
+    sinks = MetricsLog(run_dir, writers, cfg.train.report_to)
+    callbacks += [stall, sinks]
+    if cfg.train.log_completions:
+        callbacks.append(CompletionLog(run_dir, writers, cfg.train.log_completions, sinks))
     if validation is not None:
         callbacks.append(validation.reraise)
     if main:

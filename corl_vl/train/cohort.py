@@ -136,6 +136,7 @@ class AgentStep:
     rewards: dict[str, list[float]] = field(default_factory=dict)
     labels: dict[str, str | None] = field(default_factory=dict)
     scored: Any = None  # no-grad CompletionLogprobs of every completion
+    advantages: list[float] = field(default_factory=list)  # per trained completion, group-major
 
 
 def rollout_seed(seed: int, step: int, agent_index: int) -> int:
@@ -280,9 +281,7 @@ class Cohort:
         updated = self.phases.map(self._update_one, list(zip(self.agents, steps, rewards)))
         wall = time.perf_counter() - t0
         t_update, t_sync = sum(u[1] for u in updated), sum(u[2] for u in updated)
-        if (
-            self.phases.parallel
-        ):  # the phase's wall time, split between update and sync as the agents spent it
+        if self.phases.parallel:  # the phase's wall time, split between update and sync as agents spent it
             t_update, t_sync = (wall * t / max(t_update + t_sync, 1e-12) for t in (t_update, t_sync))
         for agent, agent_step, r, (m, _, _) in zip(self.agents, steps, rewards, updated):
             m.update(self._step_metrics(mine, agent_step, r))
@@ -306,6 +305,7 @@ class Cohort:
         cut = subsets.truncated(agent_step.rollouts)
         adv, trained = subsets.advantages_and_rows(rewards, cut, mode=grpo.truncated, scale=grpo.advantage)
         prompts, completions = subsets.step_rows(agent_step)
+        agent_step.advantages = adv.tolist()
         m = agent.update(
             Batch(prompts, completions, subsets.rollout_logprobs(agent_step), adv, trained),
             old=agent_step.scored,
