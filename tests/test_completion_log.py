@@ -31,7 +31,9 @@ def _run(tmp_path, *extra):
 
 def test_completions_jsonl_rows_carry_answer_label_reward_and_advantage(tmp_path):
     out, cohort = _run(tmp_path, "train.report_to=[tensorboard]")
-    rows = [json.loads(line) for line in (out / "agents" / "qwen" / "completions.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (out / "agents" / "qwen" / "completions.jsonl").read_text().splitlines()
+    ]
     assert [r["step"] for r in rows] == [0, 0, 0, 1, 1, 1]
     last = cohort.last[0]  # qwen's step 1
     pid = last.rollouts[0].problem_id

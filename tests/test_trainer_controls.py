@@ -54,7 +54,7 @@ def test_one_update_per_batch_takes_one_step_and_reports_no_ratio():
 
 
 def test_updates_per_batch_needs_whole_groups():
-    with pytest.raises(CorlError, match="grpo.updates_per_batch"):
+    with pytest.raises(CorlError, match=r"grpo\.updates_per_batch"):
         _solo(updates_per_batch=3)
 
 
@@ -78,7 +78,12 @@ def test_truncated_advantages_worked_example():
     assert mask.tolist() == [0.5, -0.5, 0.5, -0.5] and rows.tolist() == [True, True, True, False]
     drop, rows = advantages_and_rows(rewards, cut, mode="drop", scale="dr_grpo")
     # the truncated completion leaves the group: mean of [1, 0, 1] = 2/3
-    assert drop.tolist() == pytest.approx([1 / 3, -2 / 3, 1 / 3, 0.0]) and rows.tolist() == [True, True, True, False]
+    assert drop.tolist() == pytest.approx([1 / 3, -2 / 3, 1 / 3, 0.0]) and rows.tolist() == [
+        True,
+        True,
+        True,
+        False,
+    ]
 
 
 def _two_agents(cfg):
@@ -142,5 +147,5 @@ def test_peer_votes_use_every_sample():
 
 
 def test_votes_below_k_are_refused():
-    with pytest.raises(CorlError, match="grpo.votes"):
+    with pytest.raises(CorlError, match=r"grpo\.votes"):
         _solo(votes=1)
