@@ -104,5 +104,5 @@ def test_bad_plugins_are_one_line_errors(tmp_path, clean_rewards):
 def test_add_weighted_worked_example():
     total = {"a": {"p": [1.0, 0.0]}}
     assert add_weighted(total, {"a": {"p": [1.0, 0.5]}}, 0.5) == {"a": {"p": [1.5, 0.25]}}
-    with pytest.raises(CorlError, match="reward.combine"):
+    with pytest.raises(CorlError, match=r"reward\.combine"):
         add_weighted(total, {"a": {"p": [1.0]}}, 1.0)
