@@ -113,6 +113,8 @@ class GrpoConfig:
     updates_per_batch: int = 1
     # completions that hit max_new_tokens: keep | mask (no loss) | drop (out of the group)
     truncated: str = "keep"
+    # draw more problems until every trained group's rewards vary, at most this many extra draws per step; 0: off
+    dynamic_sampling: int = 0
     # completions sampled per problem for the vote (≥ k; only k are trained); None → k
     votes: int | None = None
 
@@ -379,6 +381,7 @@ def _check_trainer_controls(cfg: CohortConfig, bad: Any) -> None:
     if grpo.votes is not None and grpo.votes < grpo.k:
         raise bad("grpo.votes", f"must be ≥ grpo.k={grpo.k} (k of the votes are trained), got {grpo.votes}")
     counts = {
+        "grpo.dynamic_sampling": grpo.dynamic_sampling,
         "train.log_completions": cfg.train.log_completions,
         "train.save_total_limit": cfg.train.save_total_limit,
     }

@@ -88,3 +88,8 @@ def texts(step: Any, ids: list[str]) -> dict[str, list[str]]:
 def token_counts(step: Any, ids: list[str]) -> dict[str, list[int]]:
     by_id = {r.problem_id: r for r in step.rollouts}
     return {pid: [len(c.ids) for c in by_id[pid].completions] for pid in ids}
+
+
+def reward_tensor(step: Any) -> torch.Tensor:
+    """``[G, K]`` float64 rewards of a step's groups, in rollout order."""
+    return torch.tensor([step.rewards[r.problem_id] for r in step.rollouts], dtype=torch.float64)
