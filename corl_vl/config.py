@@ -19,7 +19,12 @@ from typing import Any
 import yaml
 
 from corl_vl.config_compat import MOVED_KEYS, migrate
-from corl_vl.config_validation import check_choices, check_experiment, check_template_date
+from corl_vl.config_validation import (
+    check_choices,
+    check_experiment,
+    check_template_date,
+    check_trainer_controls,
+)
 from corl_vl.errors import CorlError
 from corl_vl.typed_yaml import build_dataclass, set_path
 
@@ -90,6 +95,8 @@ class DataConfig:
     problems_per_step: int = 8
     shuffle: bool = True
     seed: int = 0  # synthetic data's generator seed (the sampling order follows train.seed)
+    # drop problems a rendered prompt is longer for (counted); None: keep all
+    max_prompt_tokens: int | None = None
 
 
 @dataclass
@@ -340,7 +347,7 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
             "grpo.min_new_tokens",
             f"must be in [0, grpo.max_new_tokens={cfg.grpo.max_new_tokens}], got {cfg.grpo.min_new_tokens}",
         )
-    _check_trainer_controls(cfg, bad)
+    check_trainer_controls(cfg, bad)
     if cfg.rollout.vllm_min_params < 0:
         raise bad("rollout.vllm_min_params", f"must be ≥ 0, got {cfg.rollout.vllm_min_params}")
     if cfg.grpo.temperature <= 0:
@@ -367,27 +374,6 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
     if cfg.experiment is not None:
         check_experiment(cfg, bad)
     return cfg
-
-
-def _check_trainer_controls(cfg: CohortConfig, bad: Any) -> None:
-    """The GRPO batch controls and run bookkeeping counts (docs/training.md, "Trainer controls")."""
-    grpo = cfg.grpo
-    if grpo.updates_per_batch > cfg.data.problems_per_step:
-        raise bad(
-            "grpo.updates_per_batch",
-            f"{grpo.updates_per_batch} mini-batches of whole groups need data.problems_per_step ≥ that, "
-            f"got {cfg.data.problems_per_step}",
-        )
-    if grpo.votes is not None and grpo.votes < grpo.k:
-        raise bad("grpo.votes", f"must be ≥ grpo.k={grpo.k} (k of the votes are trained), got {grpo.votes}")
-    counts = {
-        "grpo.dynamic_sampling": grpo.dynamic_sampling,
-        "train.log_completions": cfg.train.log_completions,
-        "train.save_total_limit": cfg.train.save_total_limit,
-    }
-    for key, value in counts.items():
-        if value < 0:
-            raise bad(key, f"must be ≥ 0, got {value}")
 
 
 # ------------------------------------------------------------------------------------------- typed building

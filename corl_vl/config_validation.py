@@ -87,6 +87,29 @@ def check_choices(cfg: Any, bad: Any) -> None:
             )
 
 
+def check_trainer_controls(cfg: Any, bad: Any) -> None:
+    """The GRPO batch controls and run bookkeeping counts (docs/training.md, "Trainer controls")."""
+    grpo = cfg.grpo
+    if grpo.updates_per_batch > cfg.data.problems_per_step:
+        raise bad(
+            "grpo.updates_per_batch",
+            f"{grpo.updates_per_batch} mini-batches of whole groups need data.problems_per_step ≥ that, "
+            f"got {cfg.data.problems_per_step}",
+        )
+    if grpo.votes is not None and grpo.votes < grpo.k:
+        raise bad("grpo.votes", f"must be ≥ grpo.k={grpo.k} (k of the votes are trained), got {grpo.votes}")
+    counts = {
+        "grpo.dynamic_sampling": grpo.dynamic_sampling,
+        "train.log_completions": cfg.train.log_completions,
+        "train.save_total_limit": cfg.train.save_total_limit,
+    }
+    for key, value in counts.items():
+        if value < 0:
+            raise bad(key, f"must be ≥ 0, got {value}")
+    if cfg.data.max_prompt_tokens is not None and cfg.data.max_prompt_tokens < 1:
+        raise bad("data.max_prompt_tokens", f"must be ≥ 1, got {cfg.data.max_prompt_tokens}")
+
+
 def check_experiment(cfg: Any, bad: Any) -> None:
     from corl_vl.science.warm_start import WarmStartSpec
 

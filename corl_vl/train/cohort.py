@@ -41,6 +41,7 @@ from corl_vl.train.agent import Agent, Batch
 from corl_vl.train.backends import launch_backend
 from corl_vl.train.distributed import DistContext
 from corl_vl.train.parallel import AgentPhases
+from corl_vl.train.prompt_filter import drop_long_prompts
 from corl_vl.train.step_metrics import step_metrics
 from model_adapters.registry import create_adapter
 
@@ -190,6 +191,7 @@ class Cohort:
         self.rollout_phases = self.phases if safe else AgentPhases(len(agents), parallel=False)
         dynamic.check(cfg, dist, self.reward)
         self.step_index = 0
+        self.dropped_prompts = 0  # data.max_prompt_tokens: problems left out for their prompt's length
         self.last: list[AgentStep] = []  # this process's agents' step data
         self.last_answers: dict[str, dict[str, list[str | None]]] = {}  # every agent's answers, all ids
         self.last_labels: dict[str, dict[str, str | None]] = {}  # co_rl: every agent's labels, all ids
@@ -221,7 +223,12 @@ class Cohort:
             agents.append(Agent.from_config(agent_cfg, cfg, view, device=device, adapter=adapter))
         for agent in agents:  # a multi-process launch wraps each agent's weights in its distributed backend
             agent.backend = launch_backend(agent.backend, cfg, dist)
-        return cls(cfg, agents, base, dist=dist)
+        if cfg.data.max_prompt_tokens is not None and dist is not None:  # each rank sees one agent's prompts
+            raise CorlError("data.max_prompt_tokens runs in one process; drop torchrun or the bound")
+        base, dropped = drop_long_prompts(base, agents, cfg.data.max_prompt_tokens)
+        cohort = cls(cfg, agents, base, dist=dist)
+        cohort.dropped_prompts = dropped
+        return cohort
 
     # -------------------------------------------------------------------------------------- phases
     def step(self) -> dict[str, dict[str, float]]:
