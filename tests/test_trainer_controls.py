@@ -98,8 +98,10 @@ def test_rows_left_out_of_the_loss_train_like_the_batch_without_them():
     agent, twin, rows, comps = _two_agents(_solo())
     adv = [1.0, -1.0, 1.0, -1.0]
     metrics = agent.update(_batch(rows, comps, adv, trained=torch.tensor([True, True, False, False])))
-    twin.update(_batch(rows[:2], comps[:2], adv[:2]))
+    alone = twin.update(_batch(rows[:2], comps[:2], adv[:2]))
     assert metrics["trained_rows"] == 2.0
+    # the same loss totals too (AdamW hides a uniform gradient scale, the pre-clip norm does not)
+    assert metrics["grad_norm"] == pytest.approx(alone["grad_norm"], rel=1e-5)
     for a, b in zip(agent.model.parameters(), twin.model.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
