@@ -106,3 +106,15 @@ def test_add_weighted_worked_example():
     assert add_weighted(total, {"a": {"p": [1.0, 0.5]}}, 0.5) == {"a": {"p": [1.5, 0.25]}}
     with pytest.raises(CorlError, match=r"reward\.combine"):
         add_weighted(total, {"a": {"p": [1.0]}}, 1.0)
+
+
+def test_a_combined_gold_reward_needs_golds_before_any_model_loads(tmp_path):
+    import json
+
+    from corl_vl.train.preflight import check_data
+
+    data = tmp_path / "unlabelled.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "question": f"{i} + 1 = ?"}) + "\n" for i in range(4)))
+    cfg = load_config(TINY_COHORT, [*TINY, f"data.train={data}", "reward.combine=[{name: gt, weight: 0.1}]"])
+    with pytest.raises(CorlError, match="needs a gold answer"):
+        check_data(cfg)
