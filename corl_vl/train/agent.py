@@ -224,7 +224,7 @@ class Agent:
         n = self.cfg.grpo.updates_per_batch
         if n == 1:
             metrics = self._optimizer_step(batch, old)
-            metrics.pop("ratio/mean", None)  # exactly 1 by construction: not a signal with one update
+            metrics.pop("ratio/mean", None)  # 1 up to rounding with one update: no signal
             self.last_updates = [metrics]
             return metrics
         if old is None:
