@@ -20,7 +20,12 @@ import yaml
 
 from corl_vl.config_checks import check_config
 from corl_vl.config_compat import MOVED_KEYS, migrate
-from corl_vl.config_validation import check_choices, check_experiment, check_template_date
+from corl_vl.config_validation import (
+    check_choices,
+    check_experiment,
+    check_template_date,
+    check_trainer_controls,
+)
 from corl_vl.errors import CorlError
 from corl_vl.typed_yaml import build_dataclass, load_yaml, set_path
 
@@ -73,6 +78,10 @@ class RewardConfig:
     min_weight_share: float = 0.0
     reliability_ema: float = 0.5  # weight of the past in the per-step reliability's moving average
     reliability_tag: str | None = None  # a problem meta key (e.g. "skill"): track reliability per its value
+    # a reward from the user's own file, "path/to/file.py:function", loaded as trusted code (rewards/plugins.py)
+    module: str | None = None
+    # rewards added to the main one: [{name: format, weight: 0.1}, …], any registered reward
+    combine: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -87,6 +96,8 @@ class DataConfig:
     problems_per_step: int = 8
     shuffle: bool = True
     seed: int = 0  # synthetic data's generator seed (the sampling order follows train.seed)
+    # drop problems a rendered prompt is longer for (counted); None: keep all
+    max_prompt_tokens: int | None = None
 
 
 @dataclass
@@ -106,6 +117,14 @@ class GrpoConfig:
     # no stop token before this many new tokens (every engine); benchmarks force a fixed length with it
     min_new_tokens: int = 0
     micro_batch_size: int = 8  # completions per forward/backward on the trainer
+    # optimizer steps per rollout batch: the batch is split into this many mini-batches of whole groups
+    updates_per_batch: int = 1
+    # completions that hit max_new_tokens: keep | mask (no loss) | drop (out of the group)
+    truncated: str = "keep"
+    # draw more problems until every trained group's rewards vary, at most this many extra draws per step; 0: off
+    dynamic_sampling: int = 0
+    # completions sampled per problem for the vote (≥ k; only k are trained); None → k
+    votes: int | None = None
 
 
 @dataclass
@@ -146,6 +165,8 @@ class TrainConfig:
     stall_steps: int = (
         20  # warn when label/coverage or answer/parsed_frac stays 0 this long, stop at 2x; 0 = off
     )
+    log_completions: int = 0  # rows per agent and step written to completions.jsonl (and TensorBoard/wandb)
+    save_total_limit: int = 0  # keep the newest N checkpoints (never best or latest's); 0 → keep all
 
 
 @dataclass
@@ -173,6 +194,7 @@ class EvalConfig:
     limit: int | None = None
     max_new_tokens: int = 512
     select_best: str = "none"  # none | peer_agreement (label-free) | accuracy (labelled validation set)
+    at_start: bool = False  # also validate before the first step
 
 
 @dataclass
@@ -315,6 +337,7 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
             "grpo.min_new_tokens",
             f"must be in [0, grpo.max_new_tokens={cfg.grpo.max_new_tokens}], got {cfg.grpo.min_new_tokens}",
         )
+    check_trainer_controls(cfg, bad)
     if cfg.distributed.zero_stage not in (None, 2, 3):
         raise bad("distributed.zero_stage", f"must be 2 or 3, got {cfg.distributed.zero_stage}")
     if cfg.reward.topology == "graph":

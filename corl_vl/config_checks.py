@@ -66,6 +66,7 @@ RANGES: dict[str, tuple[Any, ...]] = {
     "max_new_tokens": _at_least(1),
     "min_new_tokens": _at_least(0),
     "micro_batch_size": _at_least(1),
+    "updates_per_batch": _at_least(1),
     "problems_per_step": _at_least(1),
     "limit": _at_least(1),
     "max_steps": _at_least(1),

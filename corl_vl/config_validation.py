@@ -15,19 +15,28 @@ PEER_REWARDS = ("hard", "soft")
 REPORT_TO = ("tensorboard", "wandb", "none")  # metrics.jsonl is always written
 SELECT_BEST = ("none", "peer_agreement", "accuracy")  # see corl_vl.train.validation
 SCHEDULERS = ("cosine", "constant")
+TRUNCATED = ("keep", "mask", "drop")  # see corl_vl.train.subsets
 
 
 def check_choices(cfg: Any, bad: Any) -> None:
     """Every name-valued key against the table that implements it (imported here, see the module top)."""
     from corl_vl.answers.voting import TIE_POLICIES
+    from corl_vl.rewards.combine import parse_combine
+    from corl_vl.rewards.plugins import load_reward_module
     from corl_vl.rewards.registry import get_reward, reward_names
     from corl_vl.rewards.reliability import WEIGHTINGS
     from corl_vl.rewards.topology import TOPOLOGIES
     from corl_vl.rollout import ENGINES
     from corl_vl.train.objectives import ADVANTAGES, GROUP_NORMALISED, LOSS_TYPES
 
+    if cfg.reward.module:  # trusted code, imported now so that reward.name and reward.combine may name it
+        load_reward_module(cfg.reward.module)
+    for i, (name, _) in enumerate(parse_combine(cfg.reward.combine)):
+        if name not in reward_names():
+            raise bad(f"reward.combine.{i}.name", f"must be one of {', '.join(reward_names())}, got '{name}'")
     choices = {
         "reward.name": (cfg.reward.name, reward_names()),
+        "grpo.truncated": (cfg.grpo.truncated, TRUNCATED),
         "rollout.engine": (cfg.rollout.engine, ("auto", *ENGINES)),
         "reward.topology": (cfg.reward.topology, TOPOLOGIES),
         "reward.ties": (cfg.reward.ties, TIE_POLICIES),
@@ -76,6 +85,29 @@ def check_choices(cfg: Any, bad: Any) -> None:
                 f"reward.name={cfg.reward.name} needs each agent's rephrased view (a paired file; write one "
                 "with `corl-vl data rephrase`)",
             )
+
+
+def check_trainer_controls(cfg: Any, bad: Any) -> None:
+    """The GRPO batch controls and run bookkeeping counts (docs/training.md, "Trainer controls")."""
+    grpo = cfg.grpo
+    if grpo.updates_per_batch > cfg.data.problems_per_step:
+        raise bad(
+            "grpo.updates_per_batch",
+            f"{grpo.updates_per_batch} mini-batches of whole groups need data.problems_per_step ≥ that, "
+            f"got {cfg.data.problems_per_step}",
+        )
+    if grpo.votes is not None and grpo.votes < grpo.k:
+        raise bad("grpo.votes", f"must be ≥ grpo.k={grpo.k} (k of the votes are trained), got {grpo.votes}")
+    counts = {
+        "grpo.dynamic_sampling": grpo.dynamic_sampling,
+        "train.log_completions": cfg.train.log_completions,
+        "train.save_total_limit": cfg.train.save_total_limit,
+    }
+    for key, value in counts.items():
+        if value < 0:
+            raise bad(key, f"must be ≥ 0, got {value}")
+    if cfg.data.max_prompt_tokens is not None and cfg.data.max_prompt_tokens < 1:
+        raise bad("data.max_prompt_tokens", f"must be ≥ 1, got {cfg.data.max_prompt_tokens}")
 
 
 def check_experiment(cfg: Any, bad: Any) -> None:

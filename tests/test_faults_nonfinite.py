@@ -102,8 +102,8 @@ def test_k_nonfinite_steps_in_a_row_stop_the_run_naming_agent_step_and_checkpoin
         build_plain(cohort)
         agent = cohort.agents[0]
         update = agent.update
-        agent.update = lambda batch, old=None: update(
-            dataclasses.replace(batch, advantages=batch.advantages * math.nan), old
+        agent.update = lambda batch, old=None, **kw: update(
+            dataclasses.replace(batch, advantages=batch.advantages * math.nan), old, **kw
         )
 
     with pytest.raises(CorlError) as err:

@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--baseline",
         metavar="REWARD",
         help="train with this registered reward instead of Co-RL's peer reward (ttrl, intuitor, rent, empo, gt, "
-        "co_rewarding_i, or a plugin's; sets reward.name)",
+        "co_rewarding_i, or a plugin's: reward.module or the corl_vl.rewards entry points; sets reward.name)",
     )
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar: a plain log line every few steps"

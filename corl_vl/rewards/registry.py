@@ -47,6 +47,9 @@ class RewardInputs:
     scored: Mapping[str, Any] = field(default_factory=dict)
     adapters: Mapping[str, str] = field(default_factory=dict)  # local agent → adapter name (for errors)
     state: Any = None  # the reward's own state across steps (see RewardSpec.make_state)
+    # local agent → problem id (``mine``) → each completion's raw text and its number of tokens
+    completions: Mapping[str, Mapping[str, list[str]]] = field(default_factory=dict)
+    token_counts: Mapping[str, Mapping[str, list[int]]] = field(default_factory=dict)
 
     def choices(self, ids: Sequence[str]) -> dict[str, Any]:
         return {pid: self.problems[pid].choices for pid in ids}
@@ -100,13 +103,20 @@ def register_reward(
 
 
 def get_reward(name: str) -> RewardSpec:
+    from corl_vl.rewards.plugins import load_entry_points
+
+    load_entry_points()
     if name not in REWARDS:
         raise CorlError(f"reward.name: unknown reward '{name}'; choose from {', '.join(REWARDS)}")
     return REWARDS[name]
 
 
 def reward_names() -> list[str]:
-    """Every registered reward, read at call time (plugins registered after import included)."""
+    """Every registered reward, read at call time (plugins registered after import and the ``corl_vl.rewards``
+    entry points included)."""
+    from corl_vl.rewards.plugins import load_entry_points
+
+    load_entry_points()
     return list(REWARDS)
 
 
@@ -162,14 +172,14 @@ def ground_truth(inputs: RewardInputs) -> StepRewards:
 
 
 def _per_sequence(inputs: RewardInputs, values: Mapping[str, Any]) -> Rewards:
-    """One reward per completion (row-major, K per problem) → ``{agent: {pid: [K]}}``."""
-    k = inputs.cfg.grpo.k
-    return {
-        name: {
+    """One reward per completion (row-major, the same count per problem) → ``{agent: {pid: [K]}}``."""
+    out: Rewards = {}
+    for name in inputs.local:
+        k = len(values[name]) // max(len(inputs.mine), 1)  # grpo.votes completions when more are voted
+        out[name] = {
             pid: [float(v) for v in values[name][i * k : (i + 1) * k]] for i, pid in enumerate(inputs.mine)
         }
-        for name in inputs.local
-    }
+    return out
 
 
 @register_reward("intuitor", uses_scores=True, help="Intuitor: rewarded by its own mean self-certainty")
@@ -222,3 +232,23 @@ def co_rewarding_i(inputs: RewardInputs) -> StepRewards:
         labels[name] = {pid: votes[0][pid].label for pid in originals}
         labels[name].update({twin_id(pid): votes[1][pid].label for pid in originals})
     return StepRewards(rewards, labels)
+
+
+@register_reward("format", help="1 for a completion whose answer could be read, else 0 (for reward.combine)")
+def answer_format(inputs: RewardInputs) -> StepRewards:
+    own = {name: _own_answers(inputs, name) for name in inputs.local}
+    rewards = {
+        name: {pid: [float(a is not None) for a in answers] for pid, answers in own[name].items()}
+        for name in inputs.local
+    }
+    return StepRewards(rewards, {})
+
+
+@register_reward("length", help="minus the completion's share of grpo.max_new_tokens (for reward.combine)")
+def length_penalty(inputs: RewardInputs) -> StepRewards:
+    budget = inputs.cfg.grpo.max_new_tokens
+    rewards = {
+        name: {pid: [-n / budget for n in inputs.token_counts[name][pid]] for pid in inputs.mine}
+        for name in inputs.local
+    }
+    return StepRewards(rewards, {})

@@ -4,12 +4,11 @@ Why a class: an agent is the unit Co-RL keeps *decoupled* — it shares no param
 state with its peers; the cohort (:mod:`corl_vl.train.cohort`) only hands it problem ids and advantages. The agent
 never learns which model family it drives: everything family-specific goes through its adapter.
 
-The update (one optimizer step per cohort step):
-1. the trainer's "old" logprobs come from a no-grad pass over every completion only when something reads it (a
-   token-level reward such as RENT or Intuitor, or ``train.log_entropy``); otherwise they are the gradient
-   pass's own logprobs, detached, as in TRL with one update per batch (same loss and gradient, one forward
-   less). The frozen reference's logprobs come from a no-grad pass when β > 0. An agent whose advantages are
-   all 0 (β = 0) runs no forward at all;
+The update (``grpo.updates_per_batch`` optimizer steps per cohort step, :mod:`corl_vl.train.minibatches`):
+1. the "old" logprobs come from a no-grad pass over every completion when something reads it (a token-level
+   reward, ``train.log_entropy``, or several updates per batch); with one update they are otherwise the
+   gradient pass's own, detached, as in TRL (same loss and gradient, one forward less). The reference's come
+   from a no-grad pass when β > 0. An agent whose advantages are all 0 (β = 0) runs no forward at all;
 2. token-level importance weights ρ = exp(old − rollout), truncated at the cap, correct for rollout/trainer
    numerics (applied when a cap is set — by the config or the adapter's family default — always logged);
    non-finite rollout logprobs are contained by the adapter and counted;
@@ -24,11 +23,11 @@ process with plain torch, or a DeepSpeed ZeRO-2/3 engine over the agent's rank g
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -39,30 +38,14 @@ from corl_vl.errors import CorlError
 from corl_vl.rollout import Rollout, RolloutEngine, create_engine, resolve_engine
 from corl_vl.rollout.hf import NonFiniteLogits
 from corl_vl.train.backends import TorchBackend, TrainingBackend
+from corl_vl.train.batch import Batch, length_mask
 from corl_vl.train.grpo import LossSpec, Normalizer, importance_weights, masked_mean, policy_loss
+from corl_vl.train.minibatches import batch_rows, merge_updates, mini_batches, old_rows
 from corl_vl.train.nonfinite import rollout_error
 from corl_vl.train.prompt_room import check_prompt_room
 from model_adapters.registry import create_adapter
 
 _log = logging.getLogger(__name__)
-
-
-def _length_mask(completions: Sequence[Sequence[int]]) -> torch.Tensor:
-    """``[B, T]`` 1.0 on each completion's tokens (the adapter's completion mask, without a forward)."""
-    mask = torch.zeros(len(completions), max((len(c) for c in completions), default=0))
-    for i, ids in enumerate(completions):
-        mask[i, : len(ids)] = 1.0
-    return mask
-
-
-@dataclass
-class Batch:
-    """One agent's step data, flattened problem-major (row = one completion)."""
-
-    prompts: list[Any]  # PromptInputs per row
-    completions: list[list[int]]
-    rollout_logprobs: torch.Tensor  # [B, T]
-    advantages: torch.Tensor  # [B]
 
 
 class Agent:
@@ -91,7 +74,9 @@ class Agent:
         self.ref_model = ref_model
         self.lr = cfg.train.lr if lr is None else lr
         # distributed runs swap in a DeepSpeedBackend over the same model and optimizer (Cohort.from_config)
-        self.backend: TrainingBackend = TorchBackend(model, cfg.train, lr=self.lr)
+        # the schedule counts optimizer steps: grpo.updates_per_batch of them per cohort step
+        schedule = dataclasses.replace(cfg.train, max_steps=cfg.train.max_steps * cfg.grpo.updates_per_batch)
+        self.backend: TrainingBackend = TorchBackend(model, schedule, lr=self.lr)
         if engine is None:
             kind, why = resolve_engine(cfg.rollout.engine, model, vllm_min_params=cfg.rollout.vllm_min_params)
             _log.info("agent %s: rollout engine %s (%s)", name, kind, why)
@@ -183,10 +168,11 @@ class Agent:
         engine = self.prepare_engine()
         # passed only when set, so an engine written before the option needs no new keyword
         extra = {"min_new_tokens": grpo.min_new_tokens} if grpo.min_new_tokens else {}
+        samples = grpo.votes or grpo.k  # grpo.votes: more completions for the vote, k of them trained
         try:
             with self.backend.inference_weights():
                 rollouts = engine.generate(
-                    problems, k=grpo.k, temperature=grpo.temperature, top_p=grpo.top_p,
+                    problems, k=samples, temperature=grpo.temperature, top_p=grpo.top_p,
                     max_new_tokens=grpo.max_new_tokens, seed=seed, prompts=prompts, **extra,
                 )  # fmt: skip
         except NonFiniteLogits as err:
@@ -197,9 +183,9 @@ class Agent:
                 f"agent {self.name}: rollout engine returned problems {got}, asked for {list(ids)}"
             )
         for r in rollouts:
-            if len(r.completions) != grpo.k:
+            if len(r.completions) != samples:
                 raise CorlError(
-                    f"agent {self.name}: {len(r.completions)} completions for {r.problem_id}, expected {grpo.k}"
+                    f"agent {self.name}: {len(r.completions)} completions for {r.problem_id}, expected {samples}"
                 )
         return prompts, rollouts
 
@@ -215,17 +201,35 @@ class Agent:
                 micro_batch_size=self.cfg.grpo.micro_batch_size, with_entropy=True,
             )  # fmt: skip
 
-    def update(self, batch: Batch, old: Any = None) -> dict[str, float]:
-        """One optimizer step on ``batch``.
+    def update(self, batch: Batch, old: Any = None, *, group_size: int | None = None) -> dict[str, float]:
+        """``grpo.updates_per_batch`` optimizer steps on ``batch``, one per mini-batch of whole groups of
+        ``group_size`` rows (default ``grpo.k``).
 
-        ``old``: :meth:`score` output when the caller ran the no-grad pass (a token-level reward or the entropy
-        metric reads it). Without it the "old" logprobs are the gradient pass's own, detached, as TRL does with
-        one update per batch: the same loss value and gradient (the ratio is 1 either way) for one forward less.
+        ``old``: :meth:`score` output when the caller ran the no-grad pass. With one update and no ``old`` the
+        "old" logprobs are the gradient pass's own, detached (TRL with one update: same loss and gradient, one
+        forward less). Several updates need the weights before the first step, so the pass runs here if the
+        caller did not; from the second update on the ratio leaves 1 and the clipping applies.
         """
+        n = self.cfg.grpo.updates_per_batch
+        if n == 1:
+            metrics = self._optimizer_step(batch, old)
+            metrics.pop("ratio/mean", None)  # 1 up to rounding with one update: no signal
+            self.last_updates = [metrics]
+            return metrics
+        if old is None:
+            old = self.score(batch.prompts, batch.completions)
+        self.last_updates = [
+            self._optimizer_step(batch_rows(batch, index), old_rows(old, index))
+            for index in mini_batches(len(batch.prompts), group_size or self.cfg.grpo.k, n)
+        ]
+        return merge_updates(self.last_updates)
+
+    def _optimizer_step(self, batch: Batch, old: Any = None) -> dict[str, float]:
+        """One optimizer step on ``batch`` (see :meth:`update`)."""
         grpo = self.cfg.grpo
         device = next(self.model.parameters()).device
         advantages = batch.advantages.to(device)
-        mask = (old.mask if old is not None else _length_mask(batch.completions)).to(device, torch.float32)
+        mask = (old.mask if old is not None else length_mask(batch.completions)).to(device, torch.float32)
         metrics: dict[str, float] = {}
         if old is not None and old.entropy is not None:
             metrics["entropy"] = masked_mean(old.entropy, mask)
@@ -233,6 +237,7 @@ class Agent:
         rows = [
             i for i in range(len(batch.prompts))
             if batch.completions[i] and (self.loss_spec.beta > 0 or advantages[i] != 0)
+            and (batch.trained is None or bool(batch.trained[i]))
         ]  # fmt: skip
         reference_logprobs = None
         if self.loss_spec.beta > 0:
@@ -240,7 +245,11 @@ class Agent:
         rollout_logprobs = batch.rollout_logprobs.to(device)
         micro_batch_size = grpo.micro_batch_size
         micro_batches = -(-len(rows) // micro_batch_size)
-        plan = self.backend.plan(Normalizer.of(mask), micro_batches, len(rows))
+        normalizer = Normalizer.of(mask)
+        if batch.trained is not None:  # rows left out of the loss are left out of its totals too (as TRL)
+            kept = batch.trained.to(device, torch.float32)
+            normalizer = Normalizer(int(kept.sum()), int((mask * kept[:, None]).sum()))
+        plan = self.backend.plan(normalizer, micro_batches, len(rows))
         if plan.group_rows == 0:  # nothing trains anywhere in the agent's group: no forward at all
             _log.info("agent %s: every advantage is 0 this step; update skipped (no forward)", self.name)
 
@@ -295,10 +304,9 @@ class Agent:
         # non-finite: the backend skipped the optimizer step; say which agent, and count it (train/nonfinite.py)
         nonfinite = not (finite_loss and math.isfinite(grad_norm))
         if nonfinite:
-            _log.warning(
-                "agent %s: non-finite %s (loss %s, gradient norm %s); optimizer step skipped",
-                self.name, "loss" if not finite_loss else "gradient norm", loss_total, grad_norm,
-            )  # fmt: skip
+            what = "loss" if not finite_loss else "gradient norm"
+            message = "agent %s: non-finite %s (loss %s, gradient norm %s); optimizer step skipped"
+            _log.warning(message, self.name, what, loss_total, grad_norm)
 
         # importance-ratio statistics over the completions the trainer scored (all of them, or the trained rows)
         scored_rows = list(range(len(batch.prompts))) if old is not None else rows
@@ -313,11 +321,13 @@ class Agent:
         metrics["update/skipped"] = float(plan.group_rows == 0)
         metrics["update/nonfinite"] = float(nonfinite)
         total = sum(w for w, _ in parts)
-        for key in ("clip/frac", "clip/low_frac", "clip/high_frac", "kl"):
+        for key in ("clip/frac", "clip/low_frac", "clip/high_frac", "kl", "ratio/mean"):
             values = [(w, m[key]) for w, m in parts if key in m]
             if values:
                 metrics[key] = sum(w * v for w, v in values) / max(total, 1.0)
         return metrics
+
+    last_updates: list[dict[str, float]] = []  # the last update()'s metrics per optimizer step (tests)
 
     def _contained(
         self, rollout_logprobs: torch.Tensor, trainer_logprobs: torch.Tensor, mask: torch.Tensor

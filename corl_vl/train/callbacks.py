@@ -22,7 +22,8 @@ import torch
 import torch.distributed
 
 from corl_vl.errors import CorlError
-from corl_vl.train.checkpoint import save_checkpoint
+from corl_vl.train.checkpoint import prune_checkpoints, save_checkpoint
+from corl_vl.train.completion_log import CompletionLog
 from corl_vl.train.loop import Callback, StepMetrics, TrainingRun
 from corl_vl.train.progress import FirstStepCheck, PlainProgress, ProgressBar
 from corl_vl.train.reporting import clean_value, metrics_path
@@ -73,6 +74,23 @@ class MetricsLog(Callback):
         if self._wandb is not None:
             self._wandb.log(logged, step=step)
 
+    def write_table(self, agent: str, step: int, columns: list[str], rows: list[dict[str, Any]]) -> None:
+        """Rows of text (e.g. completions) as a TensorBoard text table and a wandb table, where those are on."""
+        if agent in self._writers:
+            cells = [
+                [str(row.get(c, "")).replace("|", "\\|").replace("\n", " ") for c in columns] for row in rows
+            ]
+            table = "\n".join(
+                ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+                + ["| " + " | ".join(line) + " |" for line in cells]
+            )
+            self._writers[agent].add_text("completions", table, step)
+        if self._wandb is not None:
+            import wandb
+
+            data = [[row.get(c) for c in columns] for row in rows]
+            self._wandb.log({f"{agent}/completions": wandb.Table(columns=columns, data=data)}, step=step)
+
     def close(self, run: TrainingRun) -> None:
         for file in self._files.values():
             file.close()
@@ -106,20 +124,28 @@ class Checkpointing(Callback):
     ``resumed_at_end``: the run was resumed from a checkpoint of its last step, so there is nothing new to save.
     """
 
-    def __init__(self, run_dir: Path, every: int = 0, *, resumed_at_end: bool = False) -> None:
+    def __init__(
+        self, run_dir: Path, every: int = 0, *, resumed_at_end: bool = False, keep: int = 0, main: bool = True
+    ) -> None:
         self.run_dir, self.every, self.resumed_at_end = Path(run_dir), every, resumed_at_end
+        self.keep, self.main = keep, main  # train.save_total_limit; only the main process deletes
         self.saved_at: int | None = None
 
     def on_step_end(self, run: TrainingRun) -> None:
         if self.every and run.completed % self.every == 0 and run.completed < run.max_steps:
-            save_checkpoint(self.run_dir, run.cohort)
+            self._save(run)
             self.saved_at = run.completed
 
     def on_fit_end(self, run: TrainingRun) -> None:
         if self.saved_at == run.completed:  # a stop request right after a periodic save: nothing new
             return
         if run.completed > run.start_step or not self.resumed_at_end:
-            save_checkpoint(self.run_dir, run.cohort)
+            self._save(run)
+
+    def _save(self, run: TrainingRun) -> None:
+        save_checkpoint(self.run_dir, run.cohort)
+        if self.keep and self.main:
+            prune_checkpoints(self.run_dir, self.keep)
 
 
 class StallDetection(Callback):
@@ -185,14 +211,21 @@ def standard_callbacks(
     writers = [a.name for a in cohort.agents] if dist is None or dist.is_group_leader else []
     main = dist is None or dist.is_main
     stall = StallDetection(cfg.train.stall_steps, dist)
-    validation = PeriodicEval.from_config(cohort, run_dir) if cfg.eval.every else None
+    wanted = cfg.eval.every or cfg.eval.at_start
+    validation = PeriodicEval.from_config(cohort, run_dir) if wanted else None
     callbacks: list[Callback] = [validation] if validation is not None else []
-    callbacks += [stall, MetricsLog(run_dir, writers, cfg.train.report_to)]
+    sinks = MetricsLog(run_dir, writers, cfg.train.report_to)
+    callbacks += [stall, sinks]
+    if cfg.train.log_completions:
+        callbacks.append(CompletionLog(run_dir, writers, cfg.train.log_completions, sinks))
     if validation is not None:
         callbacks.append(validation.reraise)
     if main:
         callbacks.append(ProgressBar() if progress and sys.stderr.isatty() else PlainProgress())
         callbacks.append(FirstStepCheck())
-    callbacks += [stall.stop, NonFiniteStop(run_dir, dist=dist)]  # K non-finite steps in a row: stop
-    callbacks.append(Checkpointing(run_dir, cfg.train.save_every, resumed_at_end=resumed_at_end))
+    keep = cfg.train.save_total_limit
+    checkpoints = Checkpointing(
+        run_dir, cfg.train.save_every, resumed_at_end=resumed_at_end, keep=keep, main=main
+    )
+    callbacks += [stall.stop, NonFiniteStop(run_dir, dist=dist), checkpoints]  # K non-finite steps: stop
     return callbacks

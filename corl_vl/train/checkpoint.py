@@ -163,6 +163,20 @@ def _point_latest(root: Path, name: str) -> None:
         raise
 
 
+def prune_checkpoints(run_dir: str | Path, keep: int) -> list[Path]:
+    """``train.save_total_limit``: delete all but the newest ``keep`` complete checkpoints, never the one
+    ``latest`` points to nor the one ``best`` names; returns what was deleted."""
+    root = Path(run_dir) / CHECKPOINTS
+    done = sorted(p for p in root.glob("step-*") if (p / "meta.json").exists()) if root.is_dir() else []
+    protected = {latest_checkpoint(run_dir)}
+    if (root / "best").is_file():
+        protected.add(root / (root / "best").read_text().strip())
+    doomed = [p for p in done[:-keep] if p not in protected] if keep else []
+    for path in doomed:
+        shutil.rmtree(path)
+    return doomed
+
+
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     """The newest complete checkpoint of a run (its ``step-*`` folder, not the ``latest`` link), or None; a
     :class:`CorlError` if its ``meta.json`` is damaged."""

@@ -25,8 +25,7 @@ from typing import Any
 
 import torch
 
-from corl_vl.answers import extract_answer, vote
-from corl_vl.answers.equivalence import equivalent
+from corl_vl.answers import extract_answer
 from corl_vl.config import CohortConfig
 from corl_vl.data.datasets import load_problems
 from corl_vl.data.paired import answer_in_base_options, load_paired_view, verify_paired_views
@@ -34,13 +33,16 @@ from corl_vl.data.problem import Problem
 from corl_vl.data.synth import generate_problems, to_text_problem
 from corl_vl.errors import CorlError
 from corl_vl.rewards.co_rewarding import twins_of, with_twins
+from corl_vl.rewards.combine import step_reward
 from corl_vl.rewards.registry import RewardInputs, get_reward
 from corl_vl.rewards.topology import Topology, from_config
+from corl_vl.train import dynamic, subsets
 from corl_vl.train.agent import Agent, Batch
 from corl_vl.train.backends import launch_backend
 from corl_vl.train.distributed import DistContext
-from corl_vl.train.grpo import group_advantages
 from corl_vl.train.parallel import AgentPhases
+from corl_vl.train.prompt_filter import drop_long_prompts
+from corl_vl.train.step_metrics import step_metrics
 from model_adapters.registry import create_adapter
 
 SYNTHETIC_DEFAULT_N = 256
@@ -135,10 +137,11 @@ class AgentStep:
     rewards: dict[str, list[float]] = field(default_factory=dict)
     labels: dict[str, str | None] = field(default_factory=dict)
     scored: Any = None  # no-grad CompletionLogprobs of every completion
+    advantages: list[float] = field(default_factory=list)  # per trained completion, group-major
 
 
-def rollout_seed(seed: int, step: int, agent_index: int) -> int:
-    return (seed * 1_000_003 + step * 7_919 + agent_index * 104_729) % (2**31 - 1)
+def rollout_seed(seed: int, step: int, agent_index: int, draw: int = 0) -> int:
+    return (seed * 1_000_003 + step * 7_919 + agent_index * 104_729 + draw * 15_485_863) % (2**31 - 1)
 
 
 class Cohort:
@@ -168,7 +171,7 @@ class Cohort:
         self.agents = agents
         self.base = {p.id: p for p in base}
         self.sampler = Sampler([p.id for p in base], seed=cfg.train.seed, shuffle=cfg.data.shuffle)
-        self.reward = get_reward(cfg.reward.name)
+        self.reward = step_reward(cfg)  # reward.name, plus reward.combine's weighted parts
         if self.reward.paired_views:  # twin groups: the rephrased view of each problem (co_rewarding.py)
             if dist is not None:
                 raise CorlError(f"reward.name={cfg.reward.name} runs in one process; drop torchrun")
@@ -186,7 +189,9 @@ class Cohort:
         self.phases = AgentPhases(len(agents), parallel=parallel)
         safe = all(getattr(agent.engine, "thread_safe", False) for agent in agents)
         self.rollout_phases = self.phases if safe else AgentPhases(len(agents), parallel=False)
+        dynamic.check(cfg, dist, self.reward)
         self.step_index = 0
+        self.dropped_prompts = 0  # data.max_prompt_tokens: problems left out for their prompt's length
         self.last: list[AgentStep] = []  # this process's agents' step data
         self.last_answers: dict[str, dict[str, list[str | None]]] = {}  # every agent's answers, all ids
         self.last_labels: dict[str, dict[str, str | None]] = {}  # co_rl: every agent's labels, all ids
@@ -218,7 +223,12 @@ class Cohort:
             agents.append(Agent.from_config(agent_cfg, cfg, view, device=device, adapter=adapter))
         for agent in agents:  # a multi-process launch wraps each agent's weights in its distributed backend
             agent.backend = launch_backend(agent.backend, cfg, dist)
-        return cls(cfg, agents, base, dist=dist)
+        if cfg.data.max_prompt_tokens is not None and dist is not None:  # each rank sees one agent's prompts
+            raise CorlError("data.max_prompt_tokens runs in one process; drop torchrun or the bound")
+        base, dropped = drop_long_prompts(base, agents, cfg.data.max_prompt_tokens)
+        cohort = cls(cfg, agents, base, dist=dist)
+        cohort.dropped_prompts = dropped
+        return cohort
 
     # -------------------------------------------------------------------------------------- phases
     def step(self) -> dict[str, dict[str, float]]:
@@ -229,7 +239,38 @@ class Cohort:
         if self.reward.paired_views:
             ids = mine = with_twins(ids)
         times: dict[str, float] = {}
+        steps, deferred_sync = self._draw(ids, mine, times)
+        trained, extra = steps, {}
+        if cfg.grpo.dynamic_sampling:  # groups whose rewards vary, from more draws when needed
+            trained, extra = dynamic.fill_batch(self, steps, times)
 
+        metrics: dict[str, dict[str, float]] = {}
+        t0 = time.perf_counter()
+        rewards = [subsets.reward_tensor(agent_step) for agent_step in steps]
+        trained_rewards = [subsets.reward_tensor(agent_step) for agent_step in trained]
+        updated = self.phases.map(self._update_one, list(zip(self.agents, trained, trained_rewards)))
+        wall = time.perf_counter() - t0
+        t_update, t_sync = sum(u[1] for u in updated), sum(u[2] for u in updated)
+        if self.phases.parallel:  # the phase's wall time, split between update and sync as agents spent it
+            t_update, t_sync = (wall * t / max(t_update + t_sync, 1e-12) for t in (t_update, t_sync))
+        for agent, agent_step, r, (m, _, _) in zip(self.agents, steps, rewards, updated):
+            m.update(step_metrics(mine, agent_step, r, self.base, self.reward.uses_peers))
+            if self.supervision is not None:
+                m.update(self.supervision.metrics.get(agent.name, {}))
+            m.update(extra.get(agent.name, {}))
+            metrics[agent.name] = m
+        times["time/update"], times["time/sync"] = t_update, t_sync + deferred_sync
+        for m in metrics.values():
+            m.update(times)
+        self.step_index += 1
+        self.last = trained
+        return metrics
+
+    def _draw(self, ids: list[str], mine: list[str], times: dict[str, float], draw: int = 0) -> Any:
+        """Rollouts of ``mine`` by every agent, answers, the exchange, rewards for all ``ids``; returns
+        ``(AgentSteps cut to the trained k, seconds of deferred weight sync)``. ``draw``: > 0 for the extra
+        draws of ``grpo.dynamic_sampling`` (their own rollout seeds)."""
+        cfg = self.cfg
         t0 = time.perf_counter()
         steps: list[AgentStep] = []
         # prompts are rendered here, one agent after another: views share problems, whose images load lazily
@@ -237,7 +278,7 @@ class Cohort:
         jobs = [(i, agent, agent.encode(mine)) for i, agent in zip(self.indices, self.agents)]
         rolled = self.rollout_phases.map(
             lambda job: job[1].rollout(
-                mine, seed=rollout_seed(cfg.train.seed, self.step_index, job[0]), prompts=job[2]
+                mine, seed=rollout_seed(cfg.train.seed, self.step_index, job[0], draw), prompts=job[2]
             ),
             jobs,
         )
@@ -249,48 +290,27 @@ class Cohort:
             steps.append(AgentStep(prompts=prompts, rollouts=rollouts, answers=answers))
         # a sync deferred while the engine slept ran at the start of this rollout: report it as sync time
         deferred_sync = sum(agent.take_sync_seconds() for agent in self.agents)
-        times["time/rollout"] = time.perf_counter() - t0 - deferred_sync
+        times["time/rollout"] = times.get("time/rollout", 0.0) + time.perf_counter() - t0 - deferred_sync
 
         t0 = time.perf_counter()
         for agent in self.agents:
             agent.release_engine()
         # the no-grad pass over every completion runs only for what reads it; else the update takes the
-        # gradient pass's logprobs (Agent.update)
-        if self.reward.uses_scores or cfg.train.log_entropy:
+        # gradient pass's logprobs (Agent.update); several updates per batch need the pre-update logprobs
+        if self.reward.uses_scores or cfg.train.log_entropy or cfg.grpo.updates_per_batch > 1:
             jobs = list(zip(self.agents, steps))
             for agent_step, scored in zip(
-                steps, self.phases.map(lambda job: job[0].score(*self._rows(job[1])), jobs)
+                steps, self.phases.map(lambda job: job[0].score(*subsets.step_rows(job[1])), jobs)
             ):
                 agent_step.scored = scored
         local = {agent.name: agent_step.answers for agent, agent_step in zip(self.agents, steps)}
         self.last_answers = local if self.dist is None else self.dist.exchange(ids, local, self.names)
         self._rewards(ids, mine, steps)
-        times["time/reward"] = time.perf_counter() - t0
-
-        metrics: dict[str, dict[str, float]] = {}
-        t0 = time.perf_counter()
-        rewards = [
-            torch.tensor([agent_step.rewards[pid] for pid in mine], dtype=torch.float64)
-            for agent_step in steps
-        ]
-        updated = self.phases.map(self._update_one, list(zip(self.agents, steps, rewards)))
-        wall = time.perf_counter() - t0
-        t_update, t_sync = sum(u[1] for u in updated), sum(u[2] for u in updated)
-        if (
-            self.phases.parallel
-        ):  # the phase's wall time, split between update and sync as the agents spent it
-            t_update, t_sync = (wall * t / max(t_update + t_sync, 1e-12) for t in (t_update, t_sync))
-        for agent, agent_step, r, (m, _, _) in zip(self.agents, steps, rewards, updated):
-            m.update(self._step_metrics(mine, agent_step, r))
-            if self.supervision is not None:
-                m.update(self.supervision.metrics.get(agent.name, {}))
-            metrics[agent.name] = m
-        times["time/update"], times["time/sync"] = t_update, t_sync + deferred_sync
-        for m in metrics.values():
-            m.update(times)
-        self.step_index += 1
-        self.last = steps
-        return metrics
+        steps = [
+            subsets.first_k(agent_step, cfg.grpo.k) for agent_step in steps
+        ]  # grpo.votes: the rest only voted
+        times["time/reward"] = times.get("time/reward", 0.0) + time.perf_counter() - t0
+        return steps, deferred_sync
 
     def _update_one(
         self, job: tuple[Agent, AgentStep, torch.Tensor]
@@ -298,11 +318,18 @@ class Cohort:
         """One agent's update and weight sync: ``(metrics, update seconds, sync seconds)``."""
         agent, agent_step, rewards = job
         t0 = time.perf_counter()
-        adv = group_advantages(rewards, scale=self.cfg.grpo.advantage).reshape(-1).to(torch.float32)
-        prompts, completions = self._rows(agent_step)
+        grpo = self.cfg.grpo
+        cut = subsets.truncated(agent_step.rollouts)
+        adv, trained = subsets.advantages_and_rows(rewards, cut, mode=grpo.truncated, scale=grpo.advantage)
+        prompts, completions = subsets.step_rows(agent_step)
+        agent_step.advantages = adv.tolist()
         m = agent.update(
-            Batch(prompts, completions, self._rollout_logprobs(agent_step), adv), old=agent_step.scored
+            Batch(prompts, completions, subsets.rollout_logprobs(agent_step), adv, trained),
+            old=agent_step.scored,
+            group_size=grpo.k,
         )
+        if grpo.truncated != "keep":
+            m["truncated/frac"] = float(cut.float().mean())
         t_update = time.perf_counter() - t0
         agent.sync()  # into the engine now if it is awake, else on its next wake
         return m, t_update, agent.take_sync_seconds()
@@ -312,20 +339,6 @@ class Cohort:
         return answer_in_base_options(
             extract_answer(text, view_choices), view_choices, self.base[pid].choices
         )
-
-    def _rows(self, agent_step: AgentStep) -> tuple[list[Any], list[list[int]]]:
-        prompts = [p for p, r in zip(agent_step.prompts, agent_step.rollouts) for _ in r.completions]
-        completions = [c.ids for r in agent_step.rollouts for c in r.completions]
-        return prompts, completions
-
-    @staticmethod
-    def _rollout_logprobs(agent_step: AgentStep) -> torch.Tensor:
-        comps = [c for r in agent_step.rollouts for c in r.completions]
-        width = max((len(c.ids) for c in comps), default=0)
-        out = torch.zeros(len(comps), width, dtype=torch.float32)
-        for i, c in enumerate(comps):
-            out[i, : len(c.logprobs)] = torch.tensor(c.logprobs, dtype=torch.float32)
-        return out
 
     def _rewards(self, ids: list[str], mine: list[str], steps: list[AgentStep]) -> None:
         """Fill this process's agents' rewards (and labels, where the reward votes) with one call of the
@@ -339,6 +352,8 @@ class Cohort:
             answers=self.last_answers, problems=self.base,
             scored={agent.name: agent_step.scored for agent, agent_step in zip(self.agents, steps)},
             adapters={agent.name: agent.adapter.name for agent in self.agents}, state=self.supervision,
+            completions={a.name: subsets.texts(s, mine) for a, s in zip(self.agents, steps)},
+            token_counts={a.name: subsets.token_counts(s, mine) for a, s in zip(self.agents, steps)},
         )  # fmt: skip
         rewards, labels = self.reward.function(inputs)
         self.last_labels = labels
@@ -346,46 +361,6 @@ class Cohort:
             agent_step.rewards = rewards[agent.name]
             if agent.name in labels:
                 agent_step.labels = {pid: labels[agent.name][pid] for pid in mine}
-
-    # ------------------------------------------------------------------------------------------ metrics
-    def _step_metrics(self, ids: list[str], agent_step: AgentStep, rewards: torch.Tensor) -> dict[str, float]:
-        """Reward, label and completion statistics of one agent's step (monitoring only)."""
-        comps = [c for r in agent_step.rollouts for c in r.completions]
-        lengths = [len(c.ids) for c in comps]
-        m: dict[str, float] = {
-            "reward/mean": float(rewards.mean()),
-            "reward/std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
-            "groups/zero_std_frac": float((rewards.std(dim=1) == 0).float().mean())
-            if rewards.shape[1] > 1
-            else 1.0,
-            "length/mean": sum(lengths) / len(lengths),
-            "length/min": float(min(lengths)),
-            "length/max": float(max(lengths)),
-            "length/clipped_frac": sum(c.clipped for c in comps) / len(comps),
-            "answer/parsed_frac": sum(a is not None for pid in ids for a in agent_step.answers[pid])
-            / len(comps),
-        }
-        gold = {pid: self.base[pid].answer for pid in ids if self.base[pid].answer is not None}
-        choices = {pid: self.base[pid].choices for pid in ids}
-        if gold:
-            hits = [equivalent(gold[pid], a, choices[pid]) for pid in gold for a in agent_step.answers[pid]]
-            m["answer/accuracy"] = sum(hits) / len(hits)
-        if agent_step.labels:
-            labelled = [pid for pid in ids if agent_step.labels.get(pid) is not None]
-            m["label/coverage"] = len(labelled) / len(ids)
-            checked = [pid for pid in labelled if pid in gold]
-            if checked:  # monitoring only: never used to select checkpoints
-                m["label/accuracy"] = sum(
-                    equivalent(gold[p], agent_step.labels[p], choices[p]) for p in checked
-                ) / len(checked)
-            agree = []
-            for pid in labelled if self.reward.uses_peers else []:
-                own = vote(agent_step.answers[pid], choices=choices[pid]).label
-                if own is not None:
-                    agree.append(equivalent(agent_step.labels[pid], own, choices[pid]))
-            if agree:
-                m["peer/agreement"] = sum(agree) / len(agree)
-        return m
 
     # ------------------------------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

@@ -192,3 +192,15 @@ def masked_mean(values: Tensor, mask: Tensor) -> float:
     """Mean of ``values`` over real tokens (0.0 if there are none); for logging."""
     total = float(mask.sum())
     return float((values.detach() * mask).sum()) / total if total else 0.0
+
+
+def masked_group_advantages(rewards: Tensor, keep: Tensor, *, scale: str = "grpo") -> Tensor:
+    """:func:`group_advantages` over each group's kept completions only (``keep``: ``[G, K]`` bool); the left-out
+    ones get 0. ``grpo.truncated: drop`` uses it: a truncated completion neither trains nor moves its group's
+    mean and std."""
+    out = torch.zeros(rewards.shape, dtype=torch.float64)
+    for g in range(rewards.shape[0]):
+        kept = keep[g].nonzero().flatten()
+        if len(kept):
+            out[g, kept] = group_advantages(rewards[g, kept].unsqueeze(0), scale=scale)[0]
+    return out

@@ -107,7 +107,7 @@ def check_models_available(cfg: CohortConfig) -> None:
 
 def check_data(cfg: CohortConfig) -> list[Any]:
     """Load the training problems once and check what the step needs of them; returns them."""
-    from corl_vl.rewards.registry import get_reward
+    from corl_vl.rewards.combine import step_reward
     from corl_vl.train.cohort import load_base_problems
 
     d = cfg.data
@@ -119,7 +119,7 @@ def check_data(cfg: CohortConfig) -> list[Any]:
             f"data.problems_per_step={d.problems_per_step} but {d.train} has only {len(problems)} problems; "
             f"lower data.problems_per_step or raise data.limit"
         )
-    if get_reward(cfg.reward.name).needs_gold:
+    if step_reward(cfg).needs_gold:  # the main reward or a reward.combine part
         no_gold = [p.id for p in problems if p.answer in (None, "")]
         if no_gold:
             raise CorlError(

@@ -108,16 +108,20 @@ def plot_run(run_dir: str | Path, metrics: tuple[str, ...] = PLOTTED) -> list[Pa
 
 def plot_reliability(records: dict[str, list[dict]], out_dir: Path) -> list[Path]:
     """Co-RL runs: each agent's label-free reliability estimates against its actual sample accuracy (gold,
-    monitoring only), and the pseudo-label accuracy each ``reward.weighting`` would give (rewards/supervision.py)."""
+    monitoring only), the pseudo-label accuracy each ``reward.weighting`` would give (rewards/supervision.py),
+    and the labels' accuracy with the reward, where the problems have golds."""
     import matplotlib.pyplot as plt
 
     def series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
         points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
         return ([x for x, _ in points], [y for _, y in points]) if points else ([], [])
 
-    panels = {
+    panels = {  # a panel is drawn when some agent has its second line's metric
         "reliability.png": [("answer/accuracy", "-", "actual"), ("reliability/dawid_skene", "--", "Dawid–Skene"),
                             ("reliability/agreement", ":", "agreement")],
+        # where golds exist: how right the pseudo-labels were, next to the reward they gave
+        "label_accuracy_and_reward.png": [("reward/mean", "--", "reward"), ("label/accuracy", "-", "label accuracy"),
+                                          ("answer/accuracy", ":", "answer accuracy")],
         "label_accuracy_by_weighting.png": [("label/accuracy_uniform", "-", "uniform"),
                                             ("label/accuracy_agreement", ":", "agreement"),
                                             ("label/accuracy_dawid_skene", "--", "Dawid–Skene")],

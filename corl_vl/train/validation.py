@@ -135,6 +135,7 @@ class PeriodicEval(Callback):
         periodic = cls(
             greedy_validation(problems, cfg.eval.max_new_tokens),
             cfg.eval.every,
+            at_start=cfg.eval.at_start,
             select_best=cfg.eval.select_best,
             run_dir=run_dir,
         )

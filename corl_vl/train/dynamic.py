@@ -1,0 +1,101 @@
+"""``grpo.dynamic_sampling: B``: train on groups whose rewards vary, drawing more problems when needed.
+
+Why: a group whose k rewards are all equal has advantage 0 everywhere and teaches nothing, yet it still
+dilutes the token-mean loss of the others; when most groups are like that (early Co-RL steps: no labels, or
+unanimous agents) the step is mostly noise. As in DAPO, such groups are dropped and further batches of
+problems are drawn (at most ``B`` extra draws per step) until every agent has ``data.problems_per_step``
+groups whose rewards vary. Should the bound be hit, an agent's batch is topped up with its first draw's other
+groups (they train nothing, the batch keeps its size).
+
+Each draw is a full cohort draw: every agent samples the same problem ids, answers are exchanged and labels
+voted keyed by id, exactly as in a plain step — so labels stay consistent across agents; only which groups an
+agent *trains* on is its own (its rewards decide whether a group varies). A stateful reward (Co-RL's
+reliability averages) sees every draw. The step's reward and label metrics describe the first draw, so they
+compare with runs without dynamic sampling; ``dynamic/draws`` and ``dynamic/varied_groups`` say what it did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from corl_vl.errors import CorlError
+
+
+def check(cfg: Any, dist: Any, reward: Any) -> None:
+    if not cfg.grpo.dynamic_sampling:
+        return
+    if dist is not None:
+        raise CorlError("grpo.dynamic_sampling runs in one process; drop torchrun or set it to 0")
+    if reward.paired_views:
+        raise CorlError(f"grpo.dynamic_sampling: reward.name={cfg.reward.name} pairs views; set it to 0")
+
+
+def _groups(step: Any) -> list[tuple[str, int, bool]]:
+    """``(problem id, group index, rewards vary)`` of each group of a step."""
+    return [(r.problem_id, g, len(set(step.rewards[r.problem_id])) > 1) for g, r in enumerate(step.rollouts)]
+
+
+def fill_batch(cohort: Any, first: list[Any], times: dict[str, float]) -> tuple[list[Any], dict[str, Any]]:
+    """Per agent, ``data.problems_per_step`` groups whose rewards vary (see the module doc); returns the
+    AgentSteps to train and ``{agent: metrics}``."""
+    want = cohort.cfg.data.problems_per_step
+    bound = cohort.cfg.grpo.dynamic_sampling
+    kept: list[list[tuple[Any, int]]] = [[] for _ in first]
+    seen: list[set[str]] = [set() for _ in first]
+    steps, draws = first, 0
+    while True:
+        for i, step in enumerate(steps):
+            for pid, g, varies in _groups(step):
+                if varies and len(kept[i]) < want and pid not in seen[i]:
+                    kept[i].append((step, g))
+                    seen[i].add(pid)
+        if all(len(k) == want for k in kept) or draws == bound:
+            break
+        draws += 1
+        ids = cohort.sampler.next(want)
+        steps, _ = cohort._draw(ids, ids, times, draw=draws)
+    out, metrics = [], {}
+    for agent, step, groups, ids in zip(cohort.agents, first, kept, seen):
+        metrics[agent.name] = {"dynamic/draws": float(draws), "dynamic/varied_groups": float(len(groups))}
+        top_up = [(step, g) for pid, g, _ in _groups(step) if pid not in ids][: want - len(groups)]
+        out.append(_assemble(step, groups + top_up))
+    return out, metrics
+
+
+def _assemble(template: Any, groups: list[tuple[Any, int]]) -> Any:
+    """One AgentStep of the given groups (each ``(its step, its index there)``)."""
+    rollouts = [step.rollouts[g] for step, g in groups]
+    ids = [r.problem_id for r in rollouts]
+    labels = {pid: step.labels[pid] for (step, _), pid in zip(groups, ids) if pid in step.labels}
+    return dataclasses.replace(
+        template,
+        prompts=[step.prompts[g] for step, g in groups],
+        rollouts=rollouts,
+        answers={pid: step.answers[pid] for (step, _), pid in zip(groups, ids)},
+        rewards={pid: step.rewards[pid] for (step, _), pid in zip(groups, ids)},
+        labels=labels,
+        scored=_scored_rows(groups),
+        advantages=[],
+    )
+
+
+def _scored_rows(groups: list[tuple[Any, int]]) -> Any:
+    """The no-grad pass's rows of the given groups, right-padded to one width (None when it did not run)."""
+    if not groups or groups[0][0].scored is None:
+        return None
+    parts = []
+    for step, g in groups:
+        k = len(step.rollouts[g].completions)
+        parts.append(
+            {n: v[g * k : (g + 1) * k] for n, v in vars(step.scored).items() if isinstance(v, torch.Tensor)}
+        )
+    width = max(part["mask"].shape[1] for part in parts)
+    fields = {
+        name: torch.cat([F.pad(part[name], (0, width - part[name].shape[1])) for part in parts])
+        for name in parts[0]
+    }
+    return dataclasses.replace(groups[0][0].scored, **fields)

@@ -1,0 +1,61 @@
+"""Several optimizer steps per rollout batch (``grpo.updates_per_batch``): how the batch is cut into
+mini-batches of whole groups, and how their metrics make one step's.
+
+Why whole groups: a group's advantages are relative to its own members, so a mini-batch that held half a group
+would still be right, but keeping groups together keeps each mini-batch's loss totals (token mean, sequence
+mean) comparable to the one-update case (verl's ``ppo_mini_batch_size`` counts prompts the same way).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+import torch
+
+
+def mini_batches(rows: int, group_size: int, n: int) -> list[list[int]]:
+    """``n`` consecutive row ranges of whole groups, as even as the group count allows."""
+    groups = rows // group_size
+    bounds = [round(groups * j / n) * group_size for j in range(n + 1)]
+    return [list(range(start, end)) for start, end in itertools.pairwise(bounds)]
+
+
+def old_rows(old: Any, index: list[int]) -> Any:
+    """The no-grad pass's record restricted to rows ``index``."""
+    select = torch.tensor(index, dtype=torch.long)
+    fields = {
+        name: value[select.to(value.device)]
+        for name, value in vars(old).items()
+        if isinstance(value, torch.Tensor)
+    }
+    return dataclasses.replace(old, **fields)
+
+
+def merge_updates(updates: list[dict[str, float]]) -> dict[str, float]:
+    """One step's metrics from its optimizer steps: counts add up, the rest is the mean over the steps
+    (``lr`` is the first step's: the schedule's value when the batch was drawn)."""
+    summed = ("trained_rows", "is/nonfinite_tokens", "loss")
+    merged: dict[str, float] = {}
+    for key in dict.fromkeys(k for update in updates for k in update):
+        values = [update[key] for update in updates if key in update]
+        merged[key] = sum(values) if key in summed else sum(values) / len(values)
+    merged["lr"] = updates[0]["lr"]
+    merged["update/skipped"] = float(all(update["update/skipped"] for update in updates))
+    merged["update/count"] = float(sum(1 for update in updates if not update["update/skipped"]))
+    return merged
+
+
+def batch_rows(batch: Any, index: list[int]) -> Any:
+    """The sub-batch of rows ``index`` of an :class:`~corl_vl.train.agent.Batch`."""
+    select = torch.tensor(index, dtype=torch.long)
+    trained = None if batch.trained is None else batch.trained[select]
+    return dataclasses.replace(
+        batch,
+        prompts=[batch.prompts[i] for i in index],
+        completions=[batch.completions[i] for i in index],
+        rollout_logprobs=batch.rollout_logprobs[select],
+        advantages=batch.advantages[select],
+        trained=trained,
+    )
