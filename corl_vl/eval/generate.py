@@ -100,6 +100,16 @@ def broken(completion: Any) -> bool:
     return not completion.ids or not all(math.isfinite(x) for x in completion.logprobs)
 
 
+def _check_vllm_folder(folder: Path) -> None:
+    """vLLM loads every ``*.safetensors`` of a model folder as weights; an agent folder of a checkpoint written
+    before training state moved to ``state/<agent>/`` still holds ``trainer_state.safetensors``."""
+    if (folder / "trainer_state.safetensors").is_file():
+        raise CorlError(
+            f"{folder}: holds training state (trainer_state.*, the layout of older checkpoints), which vLLM would "
+            "read as weights; evaluate it with --engine hf, or move trainer_state.* to ../state/<agent>/"
+        )
+
+
 def read_cache(path: Path, fingerprint: str) -> dict[str, list[str]]:
     """Cached responses generated with the same settings (lines with another fingerprint are ignored)."""
     out: dict[str, list[str]] = {}
@@ -214,6 +224,8 @@ class Generator:
         kwargs: dict[str, Any] = {"dtype": dtype, "image_options": ImageOptions(max_long_side=max_long_side)}
         if answer_format is not None:
             kwargs["answer_format"] = answer_format
+        if engine == "vllm":
+            _check_vllm_folder(Path(model))
         self.adapter = create_adapter(model, adapter=adapter, **kwargs)
         self.batch_size = max(1, batch_size)
         weights = self.adapter.load_model(device=device) if engine == "hf" else None
