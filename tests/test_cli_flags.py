@@ -176,3 +176,20 @@ def test_greedy_eval_of_a_nan_model_warns(capsys, tmp_path):
     generator.generate(problems, greedy, tmp_path / "cache.jsonl", progress=False, description="nan · test")
     err = capsys.readouterr().err
     assert "nan · test: 2 of 2 responses are empty or have non-finite log-probabilities" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--temperature", "0.5"], "--temperature applies to generating answers (--model)"),
+        (["--engine", "vllm"], "--engine applies to generating answers"),
+        (["--data", "problems.jsonl"], "--data applies to generating answers"),
+    ],
+)
+def test_diagnose_answers_refuse_generation_flags(capsys, tmp_path, extra, needle):
+    _refused(capsys, ["diagnose", "--answers", "a.jsonl", "--answers", "b.jsonl", *extra], needle)
+
+
+def test_diagnose_refuses_zero_new_tokens(capsys):
+    argv = ["diagnose", "--model", "a", "--model", "b", "--data", "d.jsonl", "--max-new-tokens", "0"]
+    _refused(capsys, argv, "--max-new-tokens must be at least 1, got 0")
