@@ -11,7 +11,9 @@ so a power cut may still lose the newest write.)
 - :func:`write_text_atomic`, :func:`write_jsonl_atomic`, :func:`atomic_file`: one file.
 - :func:`atomic_dir`, :func:`replace_dir_atomic`: a whole folder (a dataset, a checkpoint).
 - :func:`os_error_line`: an ``OSError`` from writing (disk full, read-only, permission denied, a folder where a
-  file should go) as one line that says what to do; the CLI prints it instead of a traceback.
+  file should go, a file where a folder should go, a name too long) as one line that says what to do; the CLI
+  prints it instead of a traceback.
+- :func:`check_output_path`: the same mistakes in an output flag, refused before any work is done.
 """
 
 from __future__ import annotations
@@ -190,7 +192,33 @@ _ERRNO_HINTS = {
     errno.EPERM: ("operation not permitted", "pick a folder you can write to, or fix its permissions"),
     errno.EISDIR: ("is a folder, not a file", "give a file path"),
     errno.ENOTDIR: ("a part of this path is a file, not a folder", "pick another path"),
+    errno.EEXIST: ("a file is in the way of a folder this path needs", "remove it or pick another path"),
+    errno.ENAMETOOLONG: (
+        "a name in this path is too long (most file systems allow 255 bytes per name)",
+        "use shorter names",
+    ),
 }
+
+
+def check_output_path(path: str | Path, *, folder: bool, flag: str) -> None:
+    """Refuse an output path that cannot be written before any work is done: ``folder`` outputs must not be an
+    existing file, file outputs not an existing folder, and no existing part of the path may be a file."""
+    path = Path(path)
+    if folder and path.exists() and not path.is_dir():
+        raise CorlError(f"{flag} {path}: is a file, not a folder; give a folder for the outputs")
+    if not folder and path.is_dir():
+        raise CorlError(f"{flag} {path}: is a folder, not a file; give a file path")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise CorlError(f"{flag} {path}: {parent} is a file, not a folder; pick another path")
+            break
+    too_long = [part for part in path.parts if len(os.fsencode(part)) > 255]
+    if too_long:
+        raise CorlError(
+            f"{flag}: the name {too_long[0][:40]}… is {len(os.fsencode(too_long[0]))} bytes long; most file "
+            "systems allow 255 bytes per name, use a shorter one"
+        )
 
 
 def os_error_line(err: OSError) -> str | None:

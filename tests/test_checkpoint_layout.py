@@ -81,3 +81,13 @@ def test_old_layout_resumes_like_the_new_one(trained_run, tmp_path):
         whole = load_file(str(latest_checkpoint(trained_run) / agent / "model.safetensors"))
         for resumed in (from_new[agent], from_old[agent]):  # both equal the run that was never killed
             assert resumed.keys() == whole.keys() and all(torch.equal(resumed[k], whole[k]) for k in whole)
+
+
+def test_vllm_refuses_an_old_layout_agent_folder_in_one_line(trained_run, tmp_path):
+    from corl_vl.errors import CorlError
+    from corl_vl.eval.generate import Generator
+
+    old = _rewound(trained_run, tmp_path / "old")
+    _to_old_layout(latest_checkpoint(old))
+    with pytest.raises(CorlError, match=r"qwen: holds training state .* --engine hf"):
+        Generator(str(latest_checkpoint(old) / "qwen"), engine="vllm")

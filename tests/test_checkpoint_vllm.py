@@ -1,6 +1,6 @@
 """A trained checkpoint's agent folder is a model folder vLLM loads (``LLM(model=latest/<agent>)``), for a VLM
-and a text agent; ``eval --model RUN`` and ``diagnose`` run on it with ``--engine vllm`` and leave no vLLM
-sync folder behind."""
+and a text agent; ``eval --model RUN``, ``diagnose``, the model extractor and rephrasing run on it with
+``--engine vllm`` and leave no vLLM sync folder behind."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from test_eval_runs import _wemath_group
 
 from corl_vl.cli import main
 from corl_vl.config import apply_overrides
+from corl_vl.data import to_text_problem
 from corl_vl.data.synth import generate_problems
 from corl_vl.recipe import train
 from model_adapters import create_adapter
@@ -48,8 +49,6 @@ def test_vllm_loads_the_latest_agent_folder(vlm_and_text_run, agent):
     assert bool(adapter.supports_images) == AGENTS[agent]
     problem = generate_problems(1, seed=3)[0]
     if not adapter.supports_images:
-        from corl_vl.data import to_text_problem
-
         problem = to_text_problem(problem)
     llm = LLM(model=str(folder), enforce_eager=True, max_model_len=1024, kv_cache_memory_bytes=256 << 20,
               limit_mm_per_prompt={"image": 1 if AGENTS[agent] else 0})  # fmt: skip
@@ -80,4 +79,16 @@ def test_eval_and_diagnose_with_vllm_on_a_run(vlm_and_text_run, fixtures_dir, tm
             "--json"]  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["n"] == 2
+
+    responses = tmp_path / "r.jsonl"  # the model extractor, loaded once per eval command
+    responses.write_text(json.dumps({"id": "1", "response": "so $d$ is 1.20 m"}) + "\n")
+    argv = ["eval", "--benchmark", "mathvista", "--data", str(fixtures_dir / "eval" / "mathvista" / "testmini.json"),
+            "--responses", str(responses), "--extractor", f"model:{latest / 'text'}", "--engine", "vllm",
+            "--output-dir", str(tmp_path / "extracted"), "--no-progress"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+
+    from corl_vl.data.rephrase import rephrase
+
+    problems = [to_text_problem(p) for p in generate_problems(1, seed=5)]
+    assert len(rephrase(problems, str(latest / "text"), engine="vllm", max_new_tokens=4).problems) == 1
     assert not list(cache.glob("vllm-sync-*"))  # every engine was closed

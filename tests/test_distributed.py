@@ -164,7 +164,9 @@ def test_two_process_zero2_cohort_matches_the_single_process_run(tmp_path):
     ckpt = dist_out / "run" / "checkpoints" / "step-000002"
     assert json.loads((ckpt / "meta.json").read_text())["world_size"] == 2
     assert (ckpt / "rng" / "rank-1.json").exists() and (ckpt / "rng" / "rank-1.safetensors").exists()
-    assert (ckpt / "llama" / "deepspeed" / "state").is_dir()
+    # training state beside the model folder
+    assert (ckpt / "state" / "llama" / "deepspeed" / "state").is_dir()
+    assert not list((ckpt / "llama").glob("trainer_state*"))
 
 
 @pytest.mark.distributed
@@ -210,7 +212,9 @@ def test_two_process_zero3_cohort_trains_saves_and_resumes_like_the_single_proce
         _assert_metrics_match(got, want, agent)  # rewards included; step 2 ran after the resume
         for name in ("step-000002", "step-000003"):
             folder = dist_out / "run" / "checkpoints" / name / agent
-            assert (folder / "deepspeed" / "state").is_dir()
+            state = folder.parent / "state" / agent  # beside the model folder
+            assert (state / "deepspeed" / "state").is_dir()
+            assert [p.name for p in folder.glob("*.safetensors")] == ["model.safetensors"]
             a = load_file(str(folder / "model.safetensors"))
             b = load_file(str(single_out / "run" / "checkpoints" / name / agent / "model.safetensors"))
             assert a.keys() == b.keys() and all(a[k].shape == b[k].shape for k in a)  # whole, not partitions

@@ -34,16 +34,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen.add_argument("--data", type=Path, help="problems with answers (file or save_to_disk folder)")
     gen.add_argument("--split", help="split of a DatasetDict folder")
     gen.add_argument("--limit", type=int, help="only the first N problems (the paper: 500 MATH problems)")
-    gen.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
-    gen.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default 1.0)")
-    gen.add_argument("--max-new-tokens", type=int, default=1024, help="response cap (default 1024)")
-    gen.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    gen.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="rollout engine (default hf)")
-    gen.add_argument("--batch-size", type=int, default=8, help="prompts per engine call (default 8)")
-    gen.add_argument("--device", default="cpu", help="torch device for the hf engine (default cpu)")
-    gen.add_argument(
-        "--output-dir", type=Path, default=Path("runs/diagnose"), help="answers files (default runs/diagnose)"
-    )
+    gen.add_argument("--temperature", type=float, help="sampling temperature (default 0.8)")
+    gen.add_argument("--top-p", type=float, help="nucleus sampling (default 1.0)")
+    gen.add_argument("--max-new-tokens", type=int, help="response cap (default 1024)")
+    gen.add_argument("--seed", type=int, help="sampling seed (default 0)")
+    gen.add_argument("--engine", choices=("hf", "vllm"), help="rollout engine (default hf)")
+    gen.add_argument("--batch-size", type=int, help="prompts per engine call (default 8)")
+    gen.add_argument("--device", help="torch device for the hf engine (default cpu)")
+    gen.add_argument("--output-dir", type=Path, help="answers files (default runs/diagnose)")
     parser.add_argument(
         "--gold", metavar="G.jsonl", help="gold answers: lines with 'id', 'answer' [, 'choices']"
     )
@@ -56,6 +54,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+# the generating options (only with --model) and their defaults
+_GENERATION = {"data": None, "split": None, "limit": None, "temperature": 0.8, "top_p": 1.0,
+               "max_new_tokens": 1024, "seed": 0, "engine": "hf", "batch_size": 8, "device": "cpu",
+               "output_dir": Path("runs/diagnose")}  # fmt: skip
+
+
+def _generation_options(args: argparse.Namespace) -> None:
+    """Refuse generating options beside --answers (they would be ignored), then fill in the defaults."""
+    if not args.model:
+        given = [d for d in _GENERATION if getattr(args, d) is not None]
+        if given:
+            raise CorlError(
+                f"--{given[0].replace('_', '-')} applies to generating answers (--model); --answers files are "
+                "diagnosed as they are, drop it"
+            )
+    for dest in ("limit", "max_new_tokens", "batch_size"):
+        value = getattr(args, dest)
+        if value is not None and value < 1:
+            raise CorlError(f"--{dest.replace('_', '-')} must be at least 1, got {value}")
+    for dest, default in _GENERATION.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
+
+
 def _fmt(value: float | None, spec: str = ".3f") -> str:
     return "n/a" if value is None else format(value, spec)
 
@@ -66,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
     from corl_vl.science.diagnostics import diagnose, generate_answers
 
+    _generation_options(args)
     if args.model:
         if args.answers or args.gold:
             raise CorlError(

@@ -21,6 +21,7 @@ matched-budget control). Outputs in ``--output-dir``: results.json, responses.js
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -89,15 +90,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float, help="override the decoding temperature (0 = greedy)")
     p.add_argument("--top-p", type=float, help="override top-p")
     p.add_argument("--max-new-tokens", type=int, help="override (default 16384 vision, 3072 text)")
-    p.add_argument("--max-long-side", type=int, default=1024, help="image long-side cap in pixels")
-    p.add_argument("--batch-size", type=int, default=8, help="completions per generate call")
-    p.add_argument("--engine", default="hf", choices=("hf", "vllm"), help="rollout engine")
+    p.add_argument("--max-long-side", type=int, help="image long-side cap in pixels (default 1024)")
+    p.add_argument("--batch-size", type=int, help="completions per generate call (default 8)")
+    p.add_argument("--engine", choices=("hf", "vllm"), help="rollout engine (default hf)")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default: bf16 on GPU)")
     p.add_argument(
         "--answer-format", help="answer instruction: boxed | answer_tags | none (default: as in training)"
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, help="sampling seed (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -206,16 +207,54 @@ def run(args: argparse.Namespace) -> int:
             extractor.close()
 
 
+# Flags that only change how responses are generated, and their defaults; the last four also load a
+# --extractor model, so they apply to --responses with one.
+_GENERATION = {"samples": None, "temperature": None, "top_p": None, "max_new_tokens": None,
+               "max_long_side": 1024, "answer_format": None, "seed": 0, "adapter": None}  # fmt: skip
+_LOADING = {"engine": "hf", "device": None, "dtype": None, "batch_size": 8}
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """Refuse values that would be ignored or silently replaced, in one line, before anything loads; then
+    fill in the defaults."""
+    from corl_vl.eval.generate import check_device
+    from corl_vl.eval.scoring.model_extractor import parse_extractor
+
+    if args.responses:
+        applies = _GENERATION if parse_extractor(args.extractor) is not None else {**_GENERATION, **_LOADING}
+        given = [dest for dest in applies if getattr(args, dest) is not None]
+        if given:
+            raise CorlError(
+                f"{_flag(given[0])} applies to generating responses (--model); --responses are scored as they "
+                "are, drop it"
+            )
+    for dest in ("limit", "ensemble", "samples", "max_new_tokens", "max_long_side", "batch_size"):
+        value = getattr(args, dest)
+        if value is not None and value < 1:
+            raise CorlError(f"{_flag(dest)} must be at least 1, got {value}")
+    if args.temperature is not None and not (math.isfinite(args.temperature) and args.temperature >= 0):
+        raise CorlError(f"--temperature must be a finite number ≥ 0 (0 = greedy), got {args.temperature}")
+    if args.top_p is not None and not (math.isfinite(args.top_p) and 0 < args.top_p <= 1):
+        raise CorlError(f"--top-p must be in (0, 1], got {args.top_p}")
+    for dest, default in {**_GENERATION, **_LOADING}.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
+    if args.device is not None:
+        check_device(args.device)
+
+
 def _run(args: argparse.Namespace) -> int:
     from corl_vl.eval.loaders import load_benchmark
     from corl_vl.eval.report import check_ids, read_responses, write_outputs
+    from corl_vl.io import check_output_path
 
     if bool(args.responses) == bool(args.model):
         raise CorlError("give either --responses (score existing responses) or --model (generate), not both")
-    if args.limit is not None and args.limit < 1:
-        raise CorlError(f"--limit must be positive, got {args.limit}")
-    if args.ensemble is not None and args.ensemble < 1:
-        raise CorlError(f"--ensemble must be at least 1, got {args.ensemble}")
+    _check_flags(args)
     names = _benchmarks(args.benchmark)
     _check_extractor(args.extractor, names)
     several = len(names) > 1
@@ -232,6 +271,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CorlError("--step and --baseline-models apply to --model RUN_DIR")
     if args.output_dir is None:
         raise CorlError("--output-dir is required (only a run folder given as --model has a default)")
+    check_output_path(args.output_dir, folder=True, flag="--output-dir")
 
     if args.responses:
         if several:

@@ -3,21 +3,23 @@
 Each input line is a JSON object with ``response`` and ``answer`` and optionally ``choices`` / ``options``,
 ``question_type``, ``answer_type``, ``precision``, ``id``. ``--extraction lenient`` (default) also reads answers
 from free prose, ``strict`` only explicit markers (as peer votes); ``--scoring official --benchmark NAME``
-applies that benchmark's published rules instead of math equivalence. The output keeps every field and adds
-``extracted`` and ``correct``; it is written to a temporary file and renamed, so a failed run never leaves half a file.
+applies that benchmark's published rules instead of math equivalence (``--benchmark`` needs it). The output
+keeps every field and adds ``extracted`` and ``correct``; it is written to a temporary file and renamed, so a
+failed run never leaves half a file.
 Comparisons run on threads while math-verify runs in ``--workers`` processes (default: all cores).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
-from corl_vl.io import read_jsonl, write_jsonl_atomic
+from corl_vl.io import check_output_path, read_jsonl, write_jsonl_atomic
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -90,6 +92,10 @@ def _official_scorer(args: argparse.Namespace) -> Any:
     if args.scoring == "verified":
         if args.benchmark is not None:
             get_scorer(args.benchmark)  # an unknown name is still an error
+            raise CorlError(
+                f"--benchmark {args.benchmark} picks the published rules of --scoring official; verified scoring "
+                "(the default) grades every line by math equivalence. Add --scoring official or drop --benchmark"
+            )
         return None
     if args.benchmark is None:
         raise CorlError("--scoring official needs --benchmark NAME (whose published rules to apply)")
@@ -108,8 +114,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.workers is not None and args.workers < 1:
         raise CorlError(f"--workers must be at least 1, got {args.workers}")
-    if args.timeout is not None and args.timeout <= 0:
-        raise CorlError(f"--timeout must be positive, got {args.timeout}")
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise CorlError(f"--timeout must be a positive, finite number of seconds, got {args.timeout}")
+    check_output_path(args.output, folder=False, flag="--output")
     scorer = _official_scorer(args)
     records = read_records(args.input)
     workers = args.workers or os.cpu_count() or 1

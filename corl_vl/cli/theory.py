@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import sys
 
 from corl_vl.errors import CorlError
 
@@ -33,38 +35,46 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="N-agent cohort: one row of accuracies per prompt type, rows separated by ';' (e.g. "
         "'0.9,0.2,0;0.2,0.9,0'); compares the weightings uniform, agreement and dawid_skene",
     )  # fmt: skip
-    parser.add_argument("--topology", choices=("all_peers", "ring"), default="all_peers", help="for --cohort")
+    parser.add_argument(
+        "--topology", choices=("all_peers", "ring"), help="--cohort: who supervises whom (default all_peers)"
+    )
     parser.add_argument(
         "--per-tag",
         action="store_true",
         help="--cohort: reliability per prompt type (topology.reliability_tag)",
     )
-    parser.add_argument(
-        "--until", type=float, default=200.0, help="--cohort: time to integrate to (default 200)"
-    )
+    parser.add_argument("--until", type=float, help="--cohort: time to integrate to (default 200)")
     parser.add_argument(
         "--peer-reward",
         choices=("hard", "soft"),
-        default="hard",
-        help="hard label or soft share (train.peer_reward)",
+        help="hard label or soft share (train.peer_reward; default hard)",
     )
     parser.add_argument(
         "--advantage",
         choices=("grpo", "dr_grpo"),
-        default="grpo",
-        help="std-scaled or centred (grpo.advantage)",
+        help="std-scaled or centred (grpo.advantage; default grpo)",
     )
     parser.add_argument("--k", type=int, default=8, help="rollouts per prompt (default 8)")
     parser.add_argument(
         "--eps", type=float, default=0.0, help="GRPO's std epsilon (default 0: the eps → 0 limit)"
     )
-    parser.add_argument("--tol", type=float, default=1e-6, help="stop within this distance of a fixed point")
-    parser.add_argument("--rtol", type=float, default=1e-9, help="integrator relative tolerance")
-    parser.add_argument("--atol", type=float, default=1e-12, help="integrator absolute tolerance")
     parser.add_argument(
-        "--horizon", type=float, default=1e12, help="longest time to integrate (learning-rate units)"
+        "--tol", type=float, help="stop within this distance of a fixed point (default 1e-6; not --cohort)"
     )
-    parser.add_argument("--phase-portrait", metavar="OUT.png", help="draw the pA–pB flow with the separatrix")
+    parser.add_argument(
+        "--rtol", type=float, help="integrator relative tolerance (default 1e-9; not --cohort)"
+    )
+    parser.add_argument(
+        "--atol", type=float, help="integrator absolute tolerance (default 1e-12; not --cohort)"
+    )
+    parser.add_argument(
+        "--horizon", type=float,
+        help="longest time to integrate, learning-rate units (default 1e12; --cohort uses --until)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--phase-portrait", metavar="OUT.png",
+        help="draw the two-agent flow (hard reward, grpo advantage) in the pA–pB square with the separatrix",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.set_defaults(func=run)
 
@@ -115,6 +125,51 @@ def _cohort(rows: list[list[float]] | tuple, args: argparse.Namespace) -> tuple[
     return result, lines
 
 
+# option → (default, what it applies to); None in args means "not given"
+_INTEGRATOR = {"tol": 1e-6, "rtol": 1e-9, "atol": 1e-12, "horizon": 1e12}
+_COHORT = {"until": 200.0, "topology": "all_peers", "per_tag": False}
+_REWARD = {"peer_reward": "hard", "advantage": "grpo"}
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _check_applicable(args: argparse.Namespace, *, cohort: bool, integrates: bool) -> None:
+    """Refuse an option the chosen mode would ignore, and values no integration can use; then fill defaults."""
+    given = lambda table: [d for d in table if getattr(args, d) not in (None, False)]  # noqa: E731
+    if cohort and given(_INTEGRATOR):
+        raise CorlError(
+            f"{_flag(given(_INTEGRATOR)[0])} does not apply to --cohort (it integrates on a fixed grid up to "
+            "--until); drop it"
+        )
+    if not cohort and given(_COHORT):
+        raise CorlError(f"{_flag(given(_COHORT)[0])} applies to --cohort (or --example collapsed) only")
+    if not integrates and given(_REWARD):
+        raise CorlError(
+            f"{_flag(given(_REWARD)[0])}: --phase-portrait draws the hard-reward, grpo-advantage flow; the option "
+            "applies to --example, --pa/--pb, --ring and --cohort"
+        )
+    for dest in ("until", "tol", "rtol", "atol", "horizon"):
+        value = getattr(args, dest)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise CorlError(f"{_flag(dest)} must be a positive, finite number, got {value}")
+    for table in (_INTEGRATOR, _COHORT, _REWARD):
+        for dest, default in table.items():
+            if getattr(args, dest) is None:
+                setattr(args, dest, default)
+    if (
+        integrates
+        and args.phase_portrait is not None
+        and (args.peer_reward, args.advantage) != ("hard", "grpo")
+    ):
+        print(
+            f"corl-vl theory: the phase portrait shows the hard-reward, grpo-advantage flow; "
+            f"--peer-reward {args.peer_reward} --advantage {args.advantage} apply to the integration only",
+            file=sys.stderr,
+        )
+
+
 def _end(traj_final: tuple[float, ...], names: tuple[str, ...]) -> dict[str, float]:
     return {f"final_{name}": value for name, value in zip(names, traj_final)}
 
@@ -137,6 +192,9 @@ def run(args: argparse.Namespace) -> int:
             raise CorlError(f"{flag} must be an accuracy in [0, 1], got {value}")
     if args.k < 1:
         raise CorlError(f"--k must be a positive integer, got {args.k}")
+    _check_applicable(
+        args, cohort=args.cohort is not None or args.example == "collapsed", integrates=any(modes)
+    )
     opts = {"eps": args.eps, "tol": args.tol, "rtol": args.rtol, "atol": args.atol, "horizon": args.horizon}
     opts |= {"reward": args.peer_reward, "advantage": args.advantage}
     result: dict = {}

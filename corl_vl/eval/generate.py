@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -72,12 +73,41 @@ def default_decoding(
         temp = temperature
     if top_p is not None:
         p = top_p
-    tokens = max_new_tokens or (VISION_MAX_NEW_TOKENS if multimodal else TEXT_MAX_NEW_TOKENS)
-    if samples < 1 or tokens < 1 or temp < 0 or not 0 < p <= 1:
+    tokens = (
+        max_new_tokens
+        if max_new_tokens is not None
+        else (VISION_MAX_NEW_TOKENS if multimodal else TEXT_MAX_NEW_TOKENS)
+    )
+    if samples < 1 or tokens < 1 or not (math.isfinite(temp) and temp >= 0) or not 0 < p <= 1:
         raise CorlError(
             f"bad decoding settings: samples={samples}, max_new_tokens={tokens}, T={temp}, top_p={p}"
         )
     return Decoding(temp, p, tokens, samples, seed)
+
+
+def check_device(device: str) -> None:
+    """Refuse a CUDA device on a machine without one, in one line (torch would assert deep inside a load)."""
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise CorlError(f"--device {device}: this machine has no usable CUDA GPU; use --device cpu")
+
+
+def broken(completion: Any) -> bool:
+    """A completion no working model produces: no tokens at all, or a log-probability that is not finite
+    (NaN or inf weights or logits)."""
+    return not completion.ids or not all(math.isfinite(x) for x in completion.logprobs)
+
+
+def _check_vllm_folder(folder: Path) -> None:
+    """vLLM loads every ``*.safetensors`` of a model folder as weights; an agent folder of a checkpoint written
+    before training state moved to ``state/<agent>/`` still holds ``trainer_state.safetensors``."""
+    if (folder / "trainer_state.safetensors").is_file():
+        raise CorlError(
+            f"{folder}: holds training state (trainer_state.*, the layout of older checkpoints), which vLLM would "
+            "read as weights; evaluate it with --engine hf, or move trainer_state.* to ../state/<agent>/"
+        )
 
 
 def read_cache(path: Path, fingerprint: str) -> dict[str, list[str]]:
@@ -182,6 +212,7 @@ class Generator:
         from model_adapters.images import ImageOptions
         from model_adapters.registry import create_adapter
 
+        check_device(device)
         self.model_name = model
         # what changes the responses besides the decoding settings (the cache fingerprint)
         self.setup: dict[str, Any] = {
@@ -193,6 +224,8 @@ class Generator:
         kwargs: dict[str, Any] = {"dtype": dtype, "image_options": ImageOptions(max_long_side=max_long_side)}
         if answer_format is not None:
             kwargs["answer_format"] = answer_format
+        if engine == "vllm":
+            _check_vllm_folder(Path(model))
         self.adapter = create_adapter(model, adapter=adapter, **kwargs)
         self.batch_size = max(1, batch_size)
         weights = self.adapter.load_model(device=device) if engine == "hf" else None
@@ -243,6 +276,7 @@ class Generator:
         bar.advance(len(problems) - len(todo))
         per_call = max(1, self.batch_size // decoding.samples)  # problems per engine call
         warned = False
+        n_broken = n_new = 0
         try:
             for start in range(0, len(todo), per_call):
                 chunk = todo[start : start + per_call]
@@ -267,6 +301,8 @@ class Generator:
                             f"rollout for {rollout.problem_id} returned in place of {problem.id}"
                         )
                     texts = [c.text for c in rollout.completions]
+                    n_new += len(rollout.completions)
+                    n_broken += sum(broken(c) for c in rollout.completions)
                     done[problem.id] = texts
                     rows.append({"id": problem.id, "fingerprint": fingerprint, "responses": texts})
                 _append(cache_path, rows)
@@ -274,4 +310,10 @@ class Generator:
                 bar.advance(len(chunk), tokens)
         finally:
             bar.close()
+        if n_broken:
+            print(
+                f"corl-vl eval: warning: {description}: {n_broken} of {n_new} responses are empty or have "
+                f"non-finite log-probabilities; the model {self.adapter.model_path} may hold NaN/inf weights",
+                file=sys.stderr,
+            )
         return {p.id: done[p.id] for p in problems}

@@ -255,18 +255,33 @@ def _load_weights(agent: Any, folder: Path) -> None:
         raise CorlError(f"{folder}: weights do not match agent {agent.name} (missing {missing[:3]})")
 
 
-def _restore_cohort(path: Path, meta: dict[str, Any], cohort: Any, state: dict[str, Any]) -> None:
-    """The cohort's sampler and step from ``cohort_state``, whose step must be meta.json's."""
-    file = path / "cohort_state.json"
-    if not isinstance(state, dict) or not isinstance(state.get("cohort"), dict):
-        raise CorlError(f"{file}: no 'cohort' entry; the checkpoint is damaged")
+def _state_file(folder: Path, name: str) -> Path:
+    """The file a state was read from, for messages (``.json``, or an older checkpoint's ``.pt``)."""
+    return folder / f"{name}.json" if has_state(folder, name) else folder / f"{name}.pt"
+
+
+def _check_cohort_state(path: Path, meta: dict[str, Any], state: Any, *, rng: bool) -> None:
+    """``cohort_state`` has the entries a resume reads, and its step is meta.json's (checked before any weights
+    load)."""
+    file = _state_file(path, "cohort_state")
+    for key in ("cohort", "rng") if rng else ("cohort",):
+        if not isinstance(state, dict) or not isinstance(state.get(key), dict):
+            raise CorlError(f"{file}: no '{key}' entry; the checkpoint is damaged")
     saved = state["cohort"].get("step")
     if saved != meta["step"]:
         raise CorlError(
             f"{path / 'meta.json'}: step {meta['step']} but {file} holds step {saved!r}; the checkpoint is "
             "damaged or was edited (resume from another step)"
         )
-    _restore(file, cohort.load_state_dict, state["cohort"])
+
+
+def _restore_agent_state(path: Path, meta: dict[str, Any], agent: Any, allow_unsafe: bool) -> Path:
+    """The agent's optimizer and scheduler state (from ``state/<agent>/``, or the agent folder in format 1–2);
+    returns that folder."""
+    folder = agent_state_folder(path, agent.name, meta.get("format", 1))
+    state = _read_state(folder, "trainer_state", allow_unsafe)
+    _restore(_state_file(folder, "trainer_state"), agent.load_state_dict, state)
+    return folder
 
 
 def load_checkpoint(path: str | Path, cohort: Any, *, allow_unsafe: bool = False) -> int:
@@ -283,20 +298,15 @@ def load_checkpoint(path: str | Path, cohort: Any, *, allow_unsafe: bool = False
     names = [a.name for a in cohort.agents]
     if meta["agents"] != names:
         raise CorlError(f"{path}: checkpoint has agents {meta['agents']}, the config has {names}")
-    state = _read_state(path, "cohort_state", allow_unsafe)  # checked first: it names the step
-    if not isinstance(state, dict) or "rng" not in state:
-        raise CorlError(f"{path / 'cohort_state.json'}: no 'rng' entry; the checkpoint is damaged")
+    state = _read_state(path, "cohort_state", allow_unsafe)
+    _check_cohort_state(path, meta, state, rng=True)
     for agent in cohort.agents:
         _load_weights(agent, path / agent.name)
-        folder = agent_state_folder(path, agent.name, meta.get("format", 1))
-        _restore(
-            folder / "trainer_state.json",
-            agent.load_state_dict,
-            _read_state(folder, "trainer_state", allow_unsafe),
-        )
+        _restore_agent_state(path, meta, agent, allow_unsafe)
         agent.sync()
-    _restore_cohort(path, meta, cohort, state)
-    _restore(path / "cohort_state.json", _set_rng_state, state["rng"])
+    file = _state_file(path, "cohort_state")
+    _restore(file, cohort.load_state_dict, state["cohort"])
+    _restore(file, _set_rng_state, state["rng"])
     return int(meta["step"])
 
 
@@ -383,20 +393,16 @@ def _load_distributed(path: Path, meta: dict[str, Any], cohort: Any, allow_unsaf
             f"{path}: saved for agents {meta['agents']} on {meta.get('world_size', 1)} processes; "
             f"this launch has {cohort.names} on {dist.world_size}"
         )
-    fmt = meta.get("format", 1)
-    for agent in cohort.agents:
-        folder = agent_state_folder(path, agent.name, fmt)
+    folders = {a.name: agent_state_folder(path, a.name, meta.get("format", 1)) for a in cohort.agents}
+    for folder in folders.values():  # every file DeepSpeed will unpickle, before it reads any
         _check_deepspeed_files(folder / "deepspeed", allow_unsafe)
-        agent.backend.load(folder / "deepspeed")  # weights and ZeRO optimizer partitions
-        _restore(
-            folder / "trainer_state.json",
-            agent.load_state_dict,
-            _read_state(folder, "trainer_state", allow_unsafe),
-        )
+    state = _read_state(path, "cohort_state", allow_unsafe)
+    _check_cohort_state(path, meta, state, rng=False)  # each rank's RNG state is in rng/
+    for agent in cohort.agents:
+        agent.backend.load(folders[agent.name] / "deepspeed")  # weights and ZeRO optimizer partitions
+        _restore_agent_state(path, meta, agent, allow_unsafe)
         agent.sync()
-    _restore_cohort(path, meta, cohort, _read_state(path, "cohort_state", allow_unsafe))
-    rng = path / "rng"
-    _restore(
-        rng / f"rank-{dist.rank}.json", _set_rng_state, _read_state(rng, f"rank-{dist.rank}", allow_unsafe)
-    )
+    _restore(_state_file(path, "cohort_state"), cohort.load_state_dict, state["cohort"])
+    rng, name = path / "rng", f"rank-{dist.rank}"
+    _restore(_state_file(rng, name), _set_rng_state, _read_state(rng, name, allow_unsafe))
     return int(meta["step"])
