@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,7 +177,7 @@ class Agent:
         engine = self.prepare_engine()
         # passed only when set, so an engine written before the option needs no new keyword
         extra = {"min_new_tokens": grpo.min_new_tokens} if grpo.min_new_tokens else {}
-        with self.backend.inference_weights():
+        with self._engine_errors(), self.backend.inference_weights():
             rollouts = engine.generate(
                 problems, k=grpo.k, temperature=grpo.temperature, top_p=grpo.top_p,
                 max_new_tokens=grpo.max_new_tokens, seed=seed, prompts=prompts, **extra,
@@ -325,15 +325,24 @@ class Agent:
     # The only code that calls the engine's sleep, wake and sync_weights, so their order is fixed here: weights
     # are synced only into an awake engine. vLLM's sleep moves its weights to a CPU backup and frees their GPU
     # memory; a reload while asleep writes freed memory, and wake_up would restore the stale backup over it.
+    @contextlib.contextmanager
+    def _engine_errors(self) -> Iterator[None]:
+        """An engine's one-line error (e.g. a failure inside vLLM) also says whose engine it is."""
+        try:
+            yield
+        except CorlError as err:
+            raise CorlError(f"agent {self.name}: {err}") from err
+
     def prepare_engine(self) -> RolloutEngine:
         """Wake the engine and bring it up to the trainer's weights; returns it, ready to generate."""
-        self.engine.wake()
+        with self._engine_errors():
+            self.engine.wake()
         self._engine_asleep = False
         if self._engine_stale:
             t0 = time.perf_counter()
             # whole weights: under ZeRO-3 the module holds only partitions, which an engine that copies
             # them (vLLM) would take for empty tensors
-            with self.backend.full_weights():
+            with self._engine_errors(), self.backend.full_weights():
                 self.engine.sync_weights(self.model)
             self._engine_stale = False
             self.sync_seconds += time.perf_counter() - t0
