@@ -4,6 +4,9 @@
   memory of the steps, rollout and update tokens per second of the last step, then a fresh rollout re-scored
   by the trainer's forward: the drift between HF ``generate``'s own logprobs (KV cache, padded batch) and the
   trainer's at the same weights. One run feeds ``pair_memory``, ``throughput`` and ``hf_drift``.
+- :func:`logprob_tail`: peak accelerator memory of the trainer's logprob tail (LM head, log-softmax, gather)
+  forward + backward over B × T completion tokens at a real vocabulary, on a one-layer model of the real
+  width built from a tiny preset's config (its tokenizer and chat template; random weights, no download).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from typing import Any
 
 from checks import ROOT, _device, _problems, logprob_gaps
@@ -94,3 +98,55 @@ def plan_prediction(model: str) -> dict[str, Any]:
         return json.loads(proc.stdout)
     except ValueError:
         return {"error": "corl-vl plan --json printed no JSON"}
+
+
+def logprob_tail(
+    *,
+    batch: int = 8,
+    tokens: int = 1024,
+    vocab: int = 151_936,
+    hidden: int = 2048,
+    dtype: str = "bfloat16",
+    base: str = "tiny-qwen2.5",
+) -> dict[str, Any]:
+    """Peak memory above the loaded model of ``completion_logprobs`` forward + backward over ``batch`` ×
+    ``tokens`` completion tokens; ``None`` on CPU (a CUDA counter). The body is one layer: the tail's memory
+    depends on B × T × V, not on depth."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from corl_vl.data.synth import generate_problems, to_text_problem
+    from model_adapters.registry import create_adapter
+
+    adapter = create_adapter(base, dtype=dtype)
+    config = AutoConfig.from_pretrained(adapter.model_path)
+    heads = max(1, hidden // 128)
+    config.update({"hidden_size": hidden, "num_hidden_layers": 1, "intermediate_size": hidden,
+                   "num_attention_heads": heads, "num_key_value_heads": max(1, heads // 8),
+                   "head_dim": hidden // heads, "vocab_size": vocab, "layer_types": ["full_attention"]})  # fmt: skip
+    device = _device()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype)).to(device).train()
+    prompt = adapter.encode_prompt(to_text_problem(generate_problems(1, seed=0)[0]))
+    top = len(adapter.tokenizer)  # completion ids the tokenizer knows (the embedding has more rows)
+    generator = torch.Generator().manual_seed(1)
+    completions = [torch.randint(0, top, (tokens,), generator=generator).tolist() for _ in range(batch)]
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        baseline = torch.cuda.memory_allocated()
+    t0 = time.perf_counter()
+    scored = adapter.completion_logprobs(model, [prompt] * batch, completions, micro_batch_size=batch)
+    scored.logprobs[scored.mask.bool()].float().sum().backward()
+    if cuda:
+        torch.cuda.synchronize()
+    tail_s = time.perf_counter() - t0
+    peak = (torch.cuda.max_memory_allocated() - baseline) / 2**30 if cuda else None
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    return {
+        "batch": batch, "tokens": tokens, "vocab": vocab, "hidden": hidden, "dtype": dtype, "device": device,
+        "peak_above_model_gib": peak, "tail_s": tail_s,
+        "ok": bool(grads) and all(bool(torch.isfinite(g).all()) for g in grads),
+    }  # fmt: skip

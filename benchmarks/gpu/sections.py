@@ -49,7 +49,7 @@ SECTIONS: tuple[Section, ...] = (
             "between turns: peak memory and step time", gpus=1, gpu_memory_gib=80,
             code=("random_presets", "placement", "placement_check"), estimate_s=90),
     Section("logprob_tail", "peak memory of the logprob tail, bf16 forward + backward over 8 × 1,024 completion "
-            "tokens at V = 151,936", gpus=1, code=("width_only_presets", "tail_check"), estimate_s=30),
+            "tokens at V = 151,936 (one layer of width 2,048)", code=("tail_check",), estimate_s=40),
     Section("lora", "LoRA and frozen-vision-tower variants of the pair: trained parameters, peak memory, a step",
             packages=("torch", "transformers", "peft"), gpus=1, gpu_memory_gib=40,
             code=("random_presets", "lora", "lora_check"), estimate_s=80),
@@ -96,8 +96,6 @@ def _check_exists(module: str, function: str) -> bool:
 CODE: dict[str, tuple[str, Callable[[], bool]]] = {
     "random_presets": ("the full-size random presets (qwen2.5-vl-3b@random …, issue #23)",
                        lambda: all(_preset_exists(p + RANDOM_SUFFIX) for p in PAIR)),
-    "width_only_presets": ("width-only presets at the real vocabulary (issue #23)",
-                           lambda: _preset_exists(PAIR[0] + "@width-only")),
     "placement": ("agents sharing one device (agents[i].devices, issue #23)",
                   lambda: _config_field("AgentConfig", "devices")),
     "lora": ("LoRA and frozen parts (agents[i].lora, train.freeze, issue #23)",
@@ -105,7 +103,7 @@ CODE: dict[str, tuple[str, Callable[[], bool]]] = {
     "hf_checks": ("the HF-engine check (checks_hf.hf_agent)", lambda: _check_exists("checks_hf", "hf_agent")),
     "placement_check": ("a placement check in benchmarks/gpu (written with issue #23's placement)",
                         lambda: _check_exists("checks_hf", "placement")),
-    "tail_check": ("a logprob-tail check in benchmarks/gpu (written with issue #23's width-only presets)",
+    "tail_check": ("the logprob-tail check (checks_hf.logprob_tail)",
                    lambda: _check_exists("checks_hf", "logprob_tail")),
     "lora_check": ("a LoRA check in benchmarks/gpu (written with issue #23's LoRA)",
                    lambda: _check_exists("checks_hf", "lora")),
@@ -184,7 +182,7 @@ def load_environment(spec: str) -> Environment:
 @dataclass
 class Plan:
     run: list[Section]
-    skipped: list[dict[str, str]]  # {"section", "checks", "reason"}
+    skipped: list[dict[str, str]]  # {"section", "checks", "reason"}; per-model skips add "label"
 
     @property
     def estimate_s(self) -> float:

@@ -89,6 +89,12 @@ def jobs(section: str, args: argparse.Namespace, on_gpu: bool) -> tuple[list[Job
         size = {"dtype": "bfloat16", "problems": 4, "k": 4, "max_new_tokens": 256, "steps": 2} if on_gpu else \
             {"dtype": "float32", "problems": 2, "k": 2, "max_new_tokens": 8, "steps": 2}  # fmt: skip
         return [("hf_agent", m, {"model": m, **size}) for m in payload_models(section, on_gpu)], []
+    if section == "logprob_tail":
+        size = (
+            {} if on_gpu else {"batch": 2, "tokens": 32, "vocab": 32_000, "hidden": 256, "dtype": "float32"}
+        )
+        label = "8×1024, V=151936" if on_gpu else "2×32, V=32000"
+        return [("logprob_tail", label, size)], []
     if section == "sync":
         return [("sync", args.cohort_model, {"model": args.cohort_model, "dtype": args.cohort_dtype})], []
     if section == "drift":
@@ -100,7 +106,7 @@ def jobs(section: str, args: argparse.Namespace, on_gpu: bool) -> tuple[list[Job
                 todo.append(("drift", family, {"model": family, "dtype": dtype}))
             else:
                 skipped.append(
-                    {"section": "drift", "checks": family, "reason": "weights not in the local HF cache"}
+                    {"section": "drift", "label": family, "reason": "weights not in the local HF cache"}
                 )
         return todo, skipped
     models = args.torchrun_models.split(",")
@@ -115,6 +121,11 @@ def details(section: str, r: dict[str, Any]) -> str:
         peak = "n/a on CPU" if r.get("peak_memory_gib") is None else f"{r['peak_memory_gib']:.1f} GiB"
         plan = r.get("plan", {})
         return f"peak {peak}; plan: {plan.get('error') or json.dumps(plan)[:80]}"
+    if section == "logprob_tail":
+        peak = r.get("peak_above_model_gib")
+        return (
+            f"peak above the model {'n/a on CPU' if peak is None else f'{peak:.2f} GiB'}, {r['tail_s']:.2f} s"
+        )
     if section == "throughput":
         return f"rollout {r['rollout_tokens_per_s']:.0f} tok/s, update {r['update_tokens_per_s']:.0f} tok/s"
     if section in ("hf_drift", "drift"):
@@ -134,8 +145,7 @@ def markdown(results: list[dict[str, Any]], skipped: list[dict[str, str]], heade
         lines.append(
             f"| {r['section']} | {r['label']} | {ok} | {r.get('seconds', '')} | {details(r['section'], r)} |"
         )
-    lines += [f"| {s['section']} | {s['checks'] if s['section'] == 'drift' else ''} | skipped | | {s['reason']} |"
-              for s in skipped]  # fmt: skip
+    lines += [f"| {s['section']} | {s.get('label', '')} | skipped | | {s['reason']} |" for s in skipped]
     return "\n".join(lines)
 
 
@@ -172,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         import checks_hf
 
         fn = {"sync": checks.sync_order, "drift": checks.drift, "torchrun": checks.torchrun_zero3,
-              "hf_agent": checks_hf.hf_agent}[args.run_one]  # fmt: skip
+              "hf_agent": checks_hf.hf_agent, "logprob_tail": checks_hf.logprob_tail}[args.run_one]  # fmt: skip
         Path(args.emit).write_text(json.dumps(fn(**json.loads(args.payload))))
         return 0
     if args.bundle:
@@ -209,7 +219,7 @@ def run(plan: Plan, env: Environment, args: argparse.Namespace, budget: float) -
             left = budget - (time.perf_counter() - started)
             if key not in done and left <= 30:
                 skipped.append(
-                    {"section": section.name, "checks": label, "reason": f"--budget-s {budget:.0f} spent"}
+                    {"section": section.name, "label": label, "reason": f"--budget-s {budget:.0f} spent"}
                 )
                 continue
             if key not in done:
