@@ -98,3 +98,12 @@ def test_the_bundle_is_pure_small_and_installs_offline_into_an_image_only_enviro
     # the environment really lacks what the bundle leaves out
     lacks = subprocess.run([python, "-c", "import datasets"], env=env, cwd=tmp_path, capture_output=True)
     assert lacks.returncode != 0
+    # and the validation itself runs there: a section on the bundle's corl-vl, its JSON and table written
+    validate = [python, str(ROOT / "benchmarks" / "gpu" / "validate.py"), "--sections", "logprob_tail",
+                "--out", str(tmp_path / "out")]  # fmt: skip
+    ran = subprocess.run(
+        validate, env={**env, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "| logprob_tail | 2×32, V=32000 | yes |" in ran.stdout
+    assert len(list((tmp_path / "out").glob("*-cpu.*"))) == 2
