@@ -20,8 +20,6 @@ from corl_vl.train.agent import Agent
 from corl_vl.train.cohort import Cohort
 from model_adapters.registry import create_adapter
 
-pytestmark = pytest.mark.vllm
-
 
 def _cfg(problems: int, k: int) -> object:
     return config_from_dict(
@@ -42,6 +40,19 @@ def _cfg(problems: int, k: int) -> object:
     )
 
 
+def test_on_cpu_the_engine_is_built_without_chunked_prefill_and_on_gpu_with_vllms_default():
+    from corl_vl.rollout.vllm_engine import engine_kwargs
+
+    adapter = create_adapter("tiny-qwen2.5-vl")
+    common = {"seed": 0, "kv_cache_memory_bytes": 1 << 28, "gpu_memory_utilization": 0.4,
+              "sleep_between_phases": True, "max_model_len": None, "world_size": 1}  # fmt: skip
+    assert engine_kwargs(adapter, on_gpu=False, **common)["enable_chunked_prefill"] is False
+    assert "enable_chunked_prefill" not in engine_kwargs(adapter, on_gpu=True, **common)
+    extra = {"enable_chunked_prefill": True, "max_num_batched_tokens": 256}
+    assert engine_kwargs(adapter, on_gpu=False, engine_args=extra, **common).items() >= extra.items()
+
+
+@pytest.mark.vllm
 def test_a_rollout_batch_over_the_token_budget_trains_and_keeps_its_seeds():
     problems, k = 8, 8  # 64 requests of ~67 prompt tokens: more than the 4,096-token step budget
     cfg = _cfg(problems, k)
@@ -69,6 +80,7 @@ def test_a_rollout_batch_over_the_token_budget_trains_and_keeps_its_seeds():
         agent.engine.close()
 
 
+@pytest.mark.vllm
 def test_a_failure_inside_vllm_is_one_line_naming_agent_and_engine_and_the_engine_is_then_refused():
     from corl_vl.rollout.vllm_engine import VLLMEngine
 
