@@ -155,7 +155,6 @@ def drift(
     import torch
 
     from corl_vl.rollout.vllm_engine import VLLMEngine
-    from corl_vl.train.grpo import importance_weights
     from model_adapters.registry import create_adapter
 
     adapter = create_adapter(model, dtype=dtype)
@@ -178,6 +177,18 @@ def drift(
     comps = [c for r in rollouts for c in r.completions]
     with torch.no_grad():
         scored = adapter.completion_logprobs(trainer, rows, [c.ids for c in comps], micro_batch_size=8)
+    stats = logprob_gaps(adapter, comps, scored)
+    return {"model": model, "dtype": dtype, **stats,
+            "rollout_tokens_per_s": stats["tokens"] / max(gen_s, 1e-9), "ok": stats["gaps"] > 0}  # fmt: skip
+
+
+def logprob_gaps(adapter: Any, comps: list[Any], scored: Any) -> dict[str, Any]:
+    """Rollout logprobs (``comps``) against the trainer's (``scored``): |Δ| per token in nats, and the
+    importance-ratio statistics under the family's default cap."""
+    import torch
+
+    from corl_vl.train.grpo import importance_weights
+
     width = scored.logprobs.shape[1]
     rollout_lp = torch.full((len(comps), width), float("nan"))
     for i, c in enumerate(comps):
@@ -186,18 +197,14 @@ def drift(
     used = mask & torch.isfinite(rollout_lp)
     diff = (trainer_lp - rollout_lp)[used].abs()
     weights = importance_weights(trainer_lp, rollout_lp, mask.float(), cap=adapter.importance_ratio_cap)
-    n_tokens = int(mask.sum())
     return {
-        "model": model,
-        "dtype": dtype,
-        "tokens": n_tokens,
+        "tokens": int(mask.sum()),
+        "gaps": int(diff.numel()),
         "mean_nats": float(diff.mean()) if diff.numel() else float("nan"),
         "p99_nats": float(torch.quantile(diff.double(), 0.99)) if diff.numel() else float("nan"),
         "nonfinite_tokens": int((mask & ~torch.isfinite(rollout_lp)).sum()),
         "is_cap": adapter.importance_ratio_cap,
         **{key.replace("/", "_"): value for key, value in weights.metrics.items()},
-        "rollout_tokens_per_s": n_tokens / max(gen_s, 1e-9),
-        "ok": bool(diff.numel()),
     }
 
 

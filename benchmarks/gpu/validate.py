@@ -1,18 +1,17 @@
-"""GPU validation in one command: from a lent GPU to a verdict in ≤ 10 minutes of run time.
+"""GPU validation in one command, for an offline GPU node with a fixed image: ≤ 8 minutes on one H200.
 
-    python benchmarks/gpu/validate.py                   # everything this machine can run
-    python benchmarks/gpu/validate.py --sections sync,drift --families tiny-qwen2.5-vl
+    python benchmarks/gpu/validate.py --bundle wheels/              # here (pip, PyPI): the wheels to carry along
+    python benchmarks/gpu/validate.py --dry-run --env h200-image    # what would run there, skips, estimated time
+    python benchmarks/gpu/validate.py --out DIR                     # there: everything this machine can run
+    python benchmarks/gpu/validate.py --sections hf_drift,sync --budget-s 300
 
-In order (see :mod:`checks` for what each measures):
-1. ``sync``: the tiny cohort with ``rollout.engine: vllm`` and sleep mode on — sleep/wake/sync order through real
-   cohort steps, logprob parity right after a sync, and rollout / update tokens per second;
-2. ``drift``: for each family whose weights are on this machine (Qwen2.5-VL-3B, InternVL3.5-2B, Gemma-3-4B, a
-   Qwen2.5 text model), bf16 rollout-vs-trainer logprob drift (mean and p99 nats/token, ``is/ratio`` stats);
-3. ``torchrun``: 2 agents × 1 GPU each under torchrun with ZeRO-3 and NCCL for 3 steps, then ``--resume``.
-
-Prints one table and writes ``benchmarks/gpu/results/<date>.json`` (``<date>-cpu.json`` without a GPU). Without
-a GPU it runs its CPU subset — the same code on tiny models, vLLM's CPU backend, no real sleep — and lists what
-it skipped and why. Each check runs in its own subprocess (a crash or a leaked engine cannot spoil the next).
+Sections (:mod:`sections`), in order: those that need only torch + transformers (+ peft) first —
+``pair_memory``, ``placement``, ``logprob_tail``, ``lora``, ``throughput``, ``hf_drift`` — then ``sync`` and
+``drift`` (vLLM) and ``torchrun`` (DeepSpeed, 2 GPUs). A section whose packages, GPUs or code (issue #23's
+full-size presets, placement, LoRA) are absent is skipped by name with the reason; it runs unchanged where they
+are present. Without a GPU the sections that can run on CPU run their tiny subset. Each check runs in its own
+subprocess (a crash or a leaked engine cannot spoil the next). Writes one JSON and one Markdown table into
+``--out`` (default ``benchmarks/gpu/results``) and prints the table.
 """
 
 from __future__ import annotations
@@ -29,9 +28,23 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-REAL_FAMILIES = ("qwen2.5-vl-3b", "internvl3.5-2b", "gemma-3-4b", "qwen2.5-3b")
-TINY_FAMILIES = ("tiny-qwen2.5-vl", "tiny-internvl3.5", "tiny-gemma3", "tiny-llama3")
-SECTIONS = ("sync", "drift", "torchrun")
+from sections import (  # noqa: E402
+    BY_NAME,
+    ENVIRONMENTS,
+    FAMILIES,
+    TINY_FAMILIES,
+    Environment,
+    Plan,
+    as_dict,
+    code_here,
+    describe,
+    load_environment,
+    make_plan,
+    payload_models,
+)
+
+REAL_FAMILIES = FAMILIES  # vLLM drift: real weights, when they are in the local HF cache
+Job = tuple[str, str, dict[str, Any]]
 
 
 def weights_present(preset: str) -> bool:
@@ -70,114 +83,166 @@ def run_isolated(check: str, payload: dict[str, Any], timeout: float) -> dict[st
     return {**result, "seconds": round(time.perf_counter() - t0, 1)}
 
 
-def plan(args: argparse.Namespace, gpus: int) -> tuple[list[tuple[str, str, dict]], list[dict[str, str]]]:
-    """(section, label, payload) to run, and the skipped items with their reasons."""
-    todo, skipped = [], []
-    sections = args.sections.split(",")
-    if "sync" in sections:
-        todo.append(("sync", args.cohort_model, {"model": args.cohort_model, "dtype": args.cohort_dtype}))
-    if "drift" in sections:
-        families = args.families.split(",") if args.families else (REAL_FAMILIES if gpus else TINY_FAMILIES)
-        dtype = args.dtype or ("bfloat16" if gpus else "float32")
+def jobs(section: str, args: argparse.Namespace, on_gpu: bool) -> tuple[list[Job], list[dict[str, str]]]:
+    """The (check, label, payload) runs of one section, and its per-model skips."""
+    if section in ("pair_memory", "throughput", "hf_drift"):
+        size = {"dtype": "bfloat16", "problems": 4, "k": 4, "max_new_tokens": 256, "steps": 2} if on_gpu else \
+            {"dtype": "float32", "problems": 2, "k": 2, "max_new_tokens": 8, "steps": 2}  # fmt: skip
+        return [("hf_agent", m, {"model": m, **size}) for m in payload_models(section, on_gpu)], []
+    if section == "logprob_tail":
+        size = (
+            {} if on_gpu else {"batch": 2, "tokens": 32, "vocab": 32_000, "hidden": 256, "dtype": "float32"}
+        )
+        label = "8×1024, V=151936" if on_gpu else "2×32, V=32000"
+        return [("logprob_tail", label, size)], []
+    if section == "sync":
+        return [("sync", args.cohort_model, {"model": args.cohort_model, "dtype": args.cohort_dtype})], []
+    if section == "drift":
+        families = args.families.split(",") if args.families else (REAL_FAMILIES if on_gpu else TINY_FAMILIES)
+        dtype = args.dtype or ("bfloat16" if on_gpu else "float32")
+        todo, skipped = [], []
         for family in families:
             if family.startswith("tiny-") or weights_present(family):
                 todo.append(("drift", family, {"model": family, "dtype": dtype}))
             else:
-                skipped.append({"check": f"drift {family}", "reason": "weights not in the local HF cache"})
-        if not gpus and not args.families:
-            skipped += [
-                {"check": f"drift {f}", "reason": "no GPU (bf16 drift of real weights)"}
-                for f in REAL_FAMILIES
-            ]
-    if "torchrun" in sections:
-        if gpus >= 2 or args.torchrun_backend == "gloo":
-            models = args.torchrun_models.split(",")
-            todo.append(("torchrun", "+".join(models), {"models": models, "backend": args.torchrun_backend}))
-        else:
-            why = f"{gpus} GPU(s): needs 2 (one agent per GPU, NCCL); tests/test_distributed.py covers ZeRO on gloo"
-            skipped.append({"check": "torchrun ZeRO-3 + resume", "reason": why})
-    if not gpus:
-        skipped.append({"check": "vLLM sleep mode", "reason": "vLLM refuses sleep on CPU: the order is checked, "
-                        "the memory release is not"})  # fmt: skip
-    return todo, skipped
+                skipped.append(
+                    {"section": "drift", "label": family, "reason": "weights not in the local HF cache"}
+                )
+        return todo, skipped
+    models = args.torchrun_models.split(",")
+    return [("torchrun", "+".join(models), {"models": models, "backend": "nccl"})], []
 
 
-def table(results: list[dict[str, Any]], skipped: list[dict[str, str]]) -> str:
-    lines = [f"{'check':<34} {'ok':<4} details"]
+def details(section: str, r: dict[str, Any]) -> str:
+    """One table cell for a result."""
+    if "error" in r:
+        return "ERROR " + (r["error"].strip().splitlines() or ["?"])[-1][:120]
+    if section == "pair_memory":
+        peak = "n/a on CPU" if r.get("peak_memory_gib") is None else f"{r['peak_memory_gib']:.1f} GiB"
+        plan = r.get("plan", {})
+        return f"peak {peak}; plan: {plan.get('error') or json.dumps(plan)[:80]}"
+    if section == "logprob_tail":
+        peak = r.get("peak_above_model_gib")
+        return (
+            f"peak above the model {'n/a on CPU' if peak is None else f'{peak:.2f} GiB'}, {r['tail_s']:.2f} s"
+        )
+    if section == "throughput":
+        return f"rollout {r['rollout_tokens_per_s']:.0f} tok/s, update {r['update_tokens_per_s']:.0f} tok/s"
+    if section in ("hf_drift", "drift"):
+        d = r.get("drift", r)
+        return (f"mean {d['mean_nats']:.2e} p99 {d['p99_nats']:.2e} nats/tok, ratio max {d['is_ratio_max']:.3f}, "
+                f"truncated {d.get('is_truncated_frac', 0):.4f}")  # fmt: skip
+    if section == "sync":
+        return (f"parity {r['parity_max_abs_nats']:.2e} nats; rollout {r['rollout_tokens_per_s']:.0f} tok/s, "
+                f"update {r['update_tokens_per_s']:.0f} tok/s")  # fmt: skip
+    return f"steps {r.get('steps_logged')}"
+
+
+def markdown(results: list[dict[str, Any]], skipped: list[dict[str, str]], header: str) -> str:
+    lines = [header, "", "| section | model | ok | seconds | details |", "|---|---|---|---|---|"]
     for r in results:
-        if r["check"] == "sync":
-            d = (f"parity {r.get('parity_max_abs_nats', float('nan')):.2e} nats; rollout "
-                 f"{r.get('rollout_tokens_per_s', 0):.0f} tok/s, update {r.get('update_tokens_per_s', 0):.0f} tok/s")  # fmt: skip
-        elif r["check"] == "drift":
-            d = (f"mean {r.get('mean_nats', float('nan')):.2e} p99 {r.get('p99_nats', float('nan')):.2e} nats/tok, "
-                 f"ratio max {r.get('is_ratio_max', float('nan')):.3f}, truncated {r.get('is_truncated_frac', 0):.4f}")  # fmt: skip
-        else:
-            d = f"steps {r.get('steps_logged')}, {r.get('seconds')} s"
-        if "error" in r:
-            d = "ERROR " + r["error"].strip().splitlines()[-1][:120]
-        lines.append(f"{r['check'] + ' ' + r['label']:<34.34} {'yes' if r.get('ok') else 'NO':<4} {d}")
-    lines += [f"{'skipped: ' + s['check']:<39} {s['reason']}" for s in skipped]
+        ok = "yes" if r.get("ok") else "NO"
+        lines.append(
+            f"| {r['section']} | {r['label']} | {ok} | {r.get('seconds', '')} | {details(r['section'], r)} |"
+        )
+    lines += [f"| {s['section']} | {s.get('label', '')} | skipped | | {s['reason']} |" for s in skipped]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
-    parser.add_argument("--cohort-model", default="tiny-qwen2.5-vl", help="the sync check's model")
     parser.add_argument(
-        "--cohort-dtype", default="float32", help="the sync check's dtype (parity: 1e-3 in fp32)"
+        "--bundle", type=Path, help="write the wheels the GPU image lacks into this folder, then stop"
     )
-    parser.add_argument("--families", help="drift: comma list of presets (default: real on GPU, tiny on CPU)")
-    parser.add_argument("--dtype", help="drift dtype (default bfloat16 on GPU, float32 on CPU)")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print what would run and what is skipped, then stop"
+    )
+    parser.add_argument("--env", default="here", help=f"--dry-run's machine: here, {', '.join(ENVIRONMENTS)}, "
+                        "or a JSON file {gpus, gpu_memory_gib, packages}")  # fmt: skip
+    parser.add_argument("--sections", default=",".join(BY_NAME), help=f"comma list of {', '.join(BY_NAME)}")
+    parser.add_argument(
+        "--budget-s", type=float, help="seconds for the whole run (default 480 on GPU, 1800 on CPU)"
+    )
+    parser.add_argument("--out", type=Path, default=HERE / "results", help="folder for the JSON and Markdown")
+    parser.add_argument("--cohort-model", default="tiny-qwen2.5-vl", help="the sync section's model")
+    parser.add_argument(
+        "--cohort-dtype", default="float32", help="the sync section's dtype (parity: 1e-3 in fp32)"
+    )
+    parser.add_argument(
+        "--families", help="drift (vLLM): comma list of presets (default: real on GPU, tiny on CPU)"
+    )
+    parser.add_argument("--dtype", help="drift (vLLM) dtype (default bfloat16 on GPU, float32 on CPU)")
     parser.add_argument("--torchrun-models", default="tiny-qwen2.5-vl,tiny-internvl3.5")
-    parser.add_argument("--torchrun-backend", default="nccl", help="nccl (2 GPUs) or gloo (CPU, for testing)")
-    parser.add_argument(
-        "--budget-s",
-        type=float,
-        help="stop starting checks after this many seconds (default 600 on GPU, 1800 on CPU)",
-    )
-    parser.add_argument("--out", help="result file (default benchmarks/gpu/results/<date>[-cpu].json)")
     parser.add_argument("--run-one", help=argparse.SUPPRESS)
     parser.add_argument("--payload", help=argparse.SUPPRESS)
     parser.add_argument("--emit", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.run_one:  # child process: one check
         import checks
+        import checks_hf
 
-        fn = {"sync": checks.sync_order, "drift": checks.drift, "torchrun": checks.torchrun_zero3}[
-            args.run_one
-        ]
-        payload = json.loads(args.payload)
-        Path(args.emit).write_text(json.dumps(fn(**payload)))
+        fn = {"sync": checks.sync_order, "drift": checks.drift, "torchrun": checks.torchrun_zero3,
+              "hf_agent": checks_hf.hf_agent, "logprob_tail": checks_hf.logprob_tail}[args.run_one]  # fmt: skip
+        Path(args.emit).write_text(json.dumps(fn(**json.loads(args.payload))))
         return 0
+    if args.bundle:
+        from bundle import build_bundle
 
-    import torch
+        made = build_bundle(args.bundle, HERE.parents[1])
+        print(f"{len(made['wheels'])} wheels, {made['bytes'] / 2**20:.1f} MiB in {args.bundle}")
+        for name, why in made["left_out"].items():
+            print(f"  left out: {name}: {why}")
+        return 0
 
     from corl_vl.paths import configure_cache_env
 
     configure_cache_env()
-    gpus = torch.cuda.device_count()
-    todo, skipped = plan(args, gpus)
-    budget = args.budget_s or (600.0 if gpus else 1800.0)
-    started, results = time.perf_counter(), []
-    for check, label, payload in todo:
-        left = budget - (time.perf_counter() - started)
-        if left <= 30:
-            skipped.append({"check": f"{check} {label}", "reason": f"time budget of {budget:.0f} s spent"})
-            continue
-        results.append({"check": check, "label": label, **run_isolated(check, payload, timeout=left)})
+    env = load_environment(args.env if args.dry_run else "here")
+    budget = args.budget_s or (480.0 if env.gpus else 1800.0)
+    plan = make_plan(env, code_here(), [s.strip() for s in args.sections.split(",") if s.strip()], budget)
+    if args.dry_run:
+        print(describe(plan, env, budget))
+        return 0
+    return run(plan, env, args, budget)
+
+
+def run(plan: Plan, env: Environment, args: argparse.Namespace, budget: float) -> int:
+    """Run the plan's sections (identical jobs once), write the JSON and the Markdown, print the table."""
+    import torch
+
+    started, results, skipped, done = time.perf_counter(), [], list(plan.skipped), {}
+    for section in plan.run:
+        todo, per_model = jobs(section.name, args, env.gpus > 0)
+        skipped += per_model
+        for check, label, payload in todo:
+            key = json.dumps([check, payload], sort_keys=True)
+            left = budget - (time.perf_counter() - started)
+            if key not in done and left <= 30:
+                skipped.append(
+                    {"section": section.name, "label": label, "reason": f"--budget-s {budget:.0f} spent"}
+                )
+                continue
+            if key not in done:
+                done[key] = run_isolated(check, payload, timeout=left)
+            results.append({"section": section.name, "label": label, **done[key]})
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    out = Path(args.out) if args.out else HERE / "results" / f"{date}{'' if gpus else '-cpu'}.json"
-    device = torch.cuda.get_device_name(0) if gpus else "cpu"
-    report = {"date": date, "device": device, "gpus": gpus, "results": results, "skipped": skipped,
-              "seconds": round(time.perf_counter() - started, 1), "ok": all(r.get("ok") for r in results)}  # fmt: skip
-    out.parent.mkdir(parents=True, exist_ok=True)
+    stem = date if env.gpus else f"{date}-cpu"
+    device = torch.cuda.get_device_name(0) if env.gpus else "cpu"
+    seconds = round(time.perf_counter() - started, 1)
+    ok = all(r.get("ok") for r in results)
+    report = {"date": date, "device": device, "gpus": env.gpus, "gpu_memory_gib": env.gpu_memory_gib,
+              "packages": sorted(env.packages), "budget_s": budget, "seconds": seconds, "ok": ok,
+              "sections": [as_dict(s) for s in plan.run], "results": results, "skipped": skipped}  # fmt: skip
+    header = f"GPU validation {date} on {device} × {env.gpus}: {'PASS' if ok else 'FAIL'} in {seconds} s"
+    table = markdown(results, skipped, header)
     from corl_vl.io import write_text_atomic
 
-    write_text_atomic(out, json.dumps(report, indent=2) + "\n")
-    print(table(results, skipped))
-    print(f"verdict: {'PASS' if report['ok'] else 'FAIL'} ({report['seconds']} s) -> {out}")
-    return 0 if report["ok"] else 1
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(args.out / f"{stem}.json", json.dumps(report, indent=1) + "\n")
+    write_text_atomic(args.out / f"{stem}.md", table + "\n")
+    print(table)
+    print(f"-> {args.out / (stem + '.json')}, {args.out / (stem + '.md')}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

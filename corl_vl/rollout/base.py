@@ -8,7 +8,8 @@ the quantity the token-level importance ratio needs (raw logprobs bias the ratio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -118,3 +119,12 @@ def cut_at_stop(
         if tok in stops:
             return list(ids[: i + 1]), "stop"
     return list(ids), "length"
+
+
+@contextlib.contextmanager
+def engine_errors(agent: str) -> Iterator[None]:
+    """An engine's one-line error (e.g. a failure inside vLLM) also says whose engine it is."""
+    try:
+        yield
+    except CorlError as err:
+        raise CorlError(f"agent {agent}: {err}") from err

@@ -21,14 +21,23 @@ Why these settings (docs/reference.md#runtime-behaviour-the-trainer-relies-on):
   request seed must be ``seed + i·K`` for no two samples of a step to share a random stream.
 - on CPU, KV cache size is explicit (else ~21 GiB is reserved) and ``enforce_eager=True``; sleep is refused on
   CPU, so :meth:`sleep`/:meth:`wake` only act on GPU.
+- on CPU, chunked prefill is off: every request here is seeded, and after a partial (chunked) prefill vLLM
+  rolls the request's generator back by an offset, which a CPU generator does not have: any rollout batch
+  whose prompt tokens exceed one engine step's token budget would raise there. Without chunking, a prompt
+  that does not fit waits whole for the next engine step, and the seeds stay per request
+  (``benchmarks/perf/README.md`` compares this with the other ways out).
+- an exception inside vLLM leaves its engine with requests half-run: it becomes one :class:`CorlError`
+  naming the engine, and the engine refuses further use instead of mixing stale requests into new ones.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +57,9 @@ def engine_kwargs(
     sleep_between_phases: bool,
     max_model_len: int | None,
     world_size: int,
+    engine_args: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``vllm.LLM(...)`` arguments for one rank's engine."""
+    """The ``vllm.LLM(...)`` arguments for one rank's engine; ``engine_args`` override any of them."""
     kwargs: dict[str, Any] = {
         **adapter.vllm_engine_kwargs(),
         "logprobs_mode": "processed_logprobs",
@@ -60,9 +70,12 @@ def engine_kwargs(
     if on_gpu:
         kwargs.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=sleep_between_phases)
     else:
-        kwargs.update(enforce_eager=True, kv_cache_memory_bytes=kv_cache_memory_bytes)
+        kwargs.update(
+            enforce_eager=True, kv_cache_memory_bytes=kv_cache_memory_bytes, enable_chunked_prefill=False
+        )
     if world_size > 1:
         kwargs["distributed_executor_backend"] = "external_launcher"
+    kwargs.update(engine_args or {})
     return kwargs
 
 
@@ -123,6 +136,26 @@ def save_weights_on_this_rank(model: Any, processor: Any, folder: Path) -> None:
         raise CorlError(f"{folder}: the vLLM sync folder has no config.json after save_pretrained")
 
 
+# vLLM logs a multi-page dump of the scheduler's state on an engine error; it goes to this file instead of the
+# terminal, where the error is one line that points here
+_DUMP_LOGGER = "vllm.logging_utils.dump_input"
+
+
+def route_engine_dumps(path: Path) -> None:
+    """Send vLLM's engine-error dumps of this process to ``path`` (created only when one is written)."""
+    logger = logging.getLogger(_DUMP_LOGGER)
+    if any(getattr(h, "baseFilename", None) == str(path.absolute()) for h in logger.handlers):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    logger.addHandler(logging.FileHandler(path, delay=True, encoding="utf-8"))
+    logger.propagate = False
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[0] if lines else "(no message)"
+
+
 class VLLMEngine:
     """:class:`~corl_vl.rollout.base.RolloutEngine` over an in-process ``vllm.LLM``."""
 
@@ -135,6 +168,7 @@ class VLLMEngine:
         sleep_between_phases: bool = True,
         max_model_len: int | None = None,
         seed: int = 0,
+        engine_args: dict[str, Any] | None = None,
         **_: Any,
     ) -> None:
         import torch
@@ -150,18 +184,46 @@ class VLLMEngine:
         kwargs = engine_kwargs(
             adapter, on_gpu=self.on_gpu, seed=seed, kv_cache_memory_bytes=kv_cache_memory_bytes,
             gpu_memory_utilization=gpu_memory_utilization, sleep_between_phases=sleep_between_phases,
-            max_model_len=max_model_len, world_size=world_size,
+            max_model_len=max_model_len, world_size=world_size, engine_args=engine_args,
         )  # fmt: skip
         self.sleep_between_phases = sleep_between_phases and self.on_gpu
         # in-memory sync needs the engine core in this process (no multiprocessing, or external_launcher)
         self.in_process = os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" or world_size > 1
         self.llm = LLM(**kwargs)
         self._asleep = False
+        self._failed: str | None = None  # the error that left vLLM's engine with half-run requests
         self._sync_dir = Path(tempfile.mkdtemp(prefix="vllm-sync-", dir=cache_dir()))
+        self._dump_path = cache_dir() / "logs" / f"vllm-engine-errors-{os.getpid()}.log"
+        route_engine_dumps(self._dump_path)
+
+    @property
+    def token_budget(self) -> int:
+        """Prompt and completion tokens vLLM computes in one engine step (``max_num_batched_tokens``)."""
+        return int(self.llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens)
 
     def close(self) -> None:
-        """Remove the sync folder (the engine itself is freed with the object)."""
+        """Remove the sync folder (the engine itself is freed with the object); safe after an engine error."""
         shutil.rmtree(self._sync_dir, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def _inside_vllm(self, what: str) -> Iterator[None]:
+        """A failure inside vLLM as one line naming the engine; the engine is refused from then on."""
+        if self._failed is not None:
+            raise CorlError(
+                f"vLLM engine ({self.adapter.model_path}) failed earlier ({self._failed}) and cannot be "
+                "reused; build a new one"
+            )
+        try:
+            yield
+        except CorlError:
+            raise
+        except Exception as err:  # vLLM's own failures: any type, from deep inside its engine step
+            self._failed = f"{type(err).__name__}: {_first_line(err)}"
+            details = f" (vLLM's dump: {self._dump_path})" if self._dump_path.exists() else ""
+            raise CorlError(
+                f"vLLM engine ({self.adapter.model_path}) failed while {what}: {self._failed}{details}; "
+                "rerun with rollout.engine=hf to go on, and report this with the vLLM version"
+            ) from err
 
     def generate(
         self,
@@ -200,7 +262,8 @@ class VLLMEngine:
             )
             for request_seed in request_seeds(seed, len(problems), k)
         ]
-        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        with self._inside_vllm("generating"):
+            outputs = self.llm.generate(requests, params, use_tqdm=False)
         check_prompt_tokens(prompts, outputs)
         rollouts = []
         for problem, out in zip(problems, outputs):
@@ -226,20 +289,25 @@ class VLLMEngine:
             raise CorlError(
                 "vLLM engine: weight sync while asleep (its weights are offloaded); wake it first"
             )
-        if self.in_process:
-            self.llm.collective_rpc(
-                "reload_weights",
-                kwargs={"weights_iterator": checkpoint_format_weights(model), "is_checkpoint_format": True},
-            )
-        else:
-            save_weights_on_this_rank(model, self.adapter.processor, self._sync_dir)
-            self.llm.collective_rpc(
-                "reload_weights", kwargs={"weights_path": str(self._sync_dir), "is_checkpoint_format": True}
-            )
-        self.llm.reset_prefix_cache()
-        reset_encoder = getattr(self.llm.llm_engine, "reset_encoder_cache", None)
-        if reset_encoder is not None:
-            reset_encoder()
+        with self._inside_vllm("syncing weights"):
+            if self.in_process:
+                self.llm.collective_rpc(
+                    "reload_weights",
+                    kwargs={
+                        "weights_iterator": checkpoint_format_weights(model),
+                        "is_checkpoint_format": True,
+                    },
+                )
+            else:
+                save_weights_on_this_rank(model, self.adapter.processor, self._sync_dir)
+                self.llm.collective_rpc(
+                    "reload_weights",
+                    kwargs={"weights_path": str(self._sync_dir), "is_checkpoint_format": True},
+                )
+            self.llm.reset_prefix_cache()
+            reset_encoder = getattr(self.llm.llm_engine, "reset_encoder_cache", None)
+            if reset_encoder is not None:
+                reset_encoder()
 
     def sleep(self) -> None:
         if self.sleep_between_phases and not self._asleep:

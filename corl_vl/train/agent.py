@@ -36,6 +36,7 @@ from corl_vl.config import AgentConfig, CohortConfig
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.rollout import Rollout, RolloutEngine, create_engine, resolve_engine
+from corl_vl.rollout.base import engine_errors
 from corl_vl.rollout.hf import NonFiniteLogits
 from corl_vl.train.backends import TorchBackend, TrainingBackend
 from corl_vl.train.batch import Batch, length_mask
@@ -170,7 +171,7 @@ class Agent:
         extra = {"min_new_tokens": grpo.min_new_tokens} if grpo.min_new_tokens else {}
         samples = grpo.votes or grpo.k  # grpo.votes: more completions for the vote, k of them trained
         try:
-            with self.backend.inference_weights():
+            with engine_errors(self.name), self.backend.inference_weights():
                 rollouts = engine.generate(
                     problems, k=samples, temperature=grpo.temperature, top_p=grpo.top_p,
                     max_new_tokens=grpo.max_new_tokens, seed=seed, prompts=prompts, **extra,
@@ -357,13 +358,14 @@ class Agent:
     # memory; a reload while asleep writes freed memory, and wake_up would restore the stale backup over it.
     def prepare_engine(self) -> RolloutEngine:
         """Wake the engine and bring it up to the trainer's weights; returns it, ready to generate."""
-        self.engine.wake()
+        with engine_errors(self.name):
+            self.engine.wake()
         self._engine_asleep = False
         if self._engine_stale:
             t0 = time.perf_counter()
             # whole weights: under ZeRO-3 the module holds only partitions, which an engine that copies
             # them (vLLM) would take for empty tensors
-            with self.backend.full_weights():
+            with engine_errors(self.name), self.backend.full_weights():
                 self.engine.sync_weights(self.model)
             self._engine_stale = False
             self.sync_seconds += time.perf_counter() - t0

@@ -1,0 +1,152 @@
+"""Checks that need only torch + transformers: they run on a GPU image without vLLM or DeepSpeed.
+
+- :func:`hf_agent`: one agent with the HF rollout engine through real ``Cohort.step`` calls — peak accelerator
+  memory of the steps, rollout and update tokens per second of the last step, then a fresh rollout re-scored
+  by the trainer's forward: the drift between HF ``generate``'s own logprobs (KV cache, padded batch) and the
+  trainer's at the same weights. One run feeds ``pair_memory``, ``throughput`` and ``hf_drift``.
+- :func:`logprob_tail`: peak accelerator memory of the trainer's logprob tail (LM head, log-softmax, gather)
+  forward + backward over B × T completion tokens at a real vocabulary, on a one-layer model of the real
+  width built from a tiny preset's config (its tokenizer and chat template; random weights, no download).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+from checks import ROOT, _device, _problems, logprob_gaps
+
+
+def hf_agent(
+    model: str,
+    *,
+    dtype: str = "bfloat16",
+    problems: int = 4,
+    k: int = 4,
+    max_new_tokens: int = 256,
+    steps: int = 2,
+    micro_batch_size: int = 4,
+) -> dict[str, Any]:
+    """``steps`` training steps of one agent (RENT reward: every completion trains) with forced-length
+    completions, then the HF-rollout-vs-trainer drift; peak memory on CUDA only (``None`` on CPU)."""
+    import torch
+
+    from corl_vl.config import config_from_dict
+    from corl_vl.train.agent import Agent
+    from corl_vl.train.cohort import Cohort
+    from model_adapters.registry import create_adapter
+
+    cfg = config_from_dict(
+        {
+            "agents": [{"name": "solo", "model": model}],
+            "data": {"limit": problems, "problems_per_step": problems},
+            "grpo": {"k": k, "max_new_tokens": max_new_tokens, "min_new_tokens": max_new_tokens,
+                     "micro_batch_size": micro_batch_size},
+            "rollout": {"engine": "hf", "batch_size": problems},
+            "train": {"reward": "rent", "lr": 1e-6, "warmup_ratio": 0, "scheduler": "constant", "max_steps": steps},
+        }
+    )  # fmt: skip
+    device = _device()
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    adapter = create_adapter(model, dtype=dtype)
+    trainer = adapter.load_model(device=device).train()
+    view = _problems(adapter, problems, seed=7)
+    agent = Agent("solo", adapter, trainer, view, cfg)
+    cohort = Cohort(cfg, [agent], view)
+    history = [cohort.step()["solo"] for _ in range(max(steps, 1))]
+    peak = torch.cuda.max_memory_allocated() if cuda else None
+    last = history[-1]
+    tokens = last["length/mean"] * problems * k
+    # drift from a free-length rollout: a forced length masks stop tokens in the sampling distribution, which
+    # the trainer's forward does not, and that gap is not drift
+    prompts = agent.encode([p.id for p in view])
+    with agent.backend.inference_weights():
+        rollouts = agent.prepare_engine().generate(
+            view, k=k, temperature=1.0, top_p=1.0, max_new_tokens=max_new_tokens, seed=123, prompts=prompts
+        )
+    rows = [p for p, r in zip(prompts, rollouts) for _ in r.completions]
+    comps = [c for r in rollouts for c in r.completions]
+    scored = agent.score(rows, [c.ids for c in comps])
+    drift = logprob_gaps(adapter, comps, scored)
+    return {
+        "model": model,
+        "dtype": dtype,
+        "device": device,
+        "peak_memory_gib": peak / 2**30 if peak is not None else None,
+        "plan": plan_prediction(model),
+        "rollout_tokens_per_s": tokens / max(last["time/rollout"], 1e-9),
+        "update_tokens_per_s": tokens / max(last["time/update"], 1e-9),
+        "update_skipped": [m["update/skipped"] for m in history],
+        "drift": drift,
+        "ok": all(m["update/skipped"] == 0.0 for m in history) and drift["gaps"] > 0,
+    }
+
+
+def plan_prediction(model: str) -> dict[str, Any]:
+    """``corl-vl plan``'s JSON for ``model`` on this machine's GPUs, or why there is none."""
+    cmd = [sys.executable, "-m", "corl_vl", "plan", "--pair", model, "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        return {"error": lines[-1] if lines else f"exit code {proc.returncode}"}
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:
+        return {"error": "corl-vl plan --json printed no JSON"}
+
+
+def logprob_tail(
+    *,
+    batch: int = 8,
+    tokens: int = 1024,
+    vocab: int = 151_936,
+    hidden: int = 2048,
+    dtype: str = "bfloat16",
+    base: str = "tiny-qwen2.5",
+) -> dict[str, Any]:
+    """Peak memory above the loaded model of ``completion_logprobs`` forward + backward over ``batch`` ×
+    ``tokens`` completion tokens; ``None`` on CPU (a CUDA counter). The body is one layer: the tail's memory
+    depends on B × T × V, not on depth."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from corl_vl.data.synth import generate_problems, to_text_problem
+    from model_adapters.registry import create_adapter
+
+    adapter = create_adapter(base, dtype=dtype)
+    config = AutoConfig.from_pretrained(adapter.model_path)
+    heads = max(1, hidden // 128)
+    config.update({"hidden_size": hidden, "num_hidden_layers": 1, "intermediate_size": hidden,
+                   "num_attention_heads": heads, "num_key_value_heads": max(1, heads // 8),
+                   "head_dim": hidden // heads, "vocab_size": vocab, "layer_types": ["full_attention"]})  # fmt: skip
+    device = _device()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype)).to(device).train()
+    prompt = adapter.encode_prompt(to_text_problem(generate_problems(1, seed=0)[0]))
+    top = len(adapter.tokenizer)  # completion ids the tokenizer knows (the embedding has more rows)
+    generator = torch.Generator().manual_seed(1)
+    completions = [torch.randint(0, top, (tokens,), generator=generator).tolist() for _ in range(batch)]
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        baseline = torch.cuda.memory_allocated()
+    t0 = time.perf_counter()
+    scored = adapter.completion_logprobs(model, [prompt] * batch, completions, micro_batch_size=batch)
+    scored.logprobs[scored.mask.bool()].float().sum().backward()
+    if cuda:
+        torch.cuda.synchronize()
+    tail_s = time.perf_counter() - t0
+    peak = (torch.cuda.max_memory_allocated() - baseline) / 2**30 if cuda else None
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    return {
+        "batch": batch, "tokens": tokens, "vocab": vocab, "hidden": hidden, "dtype": dtype, "device": device,
+        "peak_above_model_gib": peak, "tail_s": tail_s,
+        "ok": bool(grads) and all(bool(torch.isfinite(g).all()) for g in grads),
+    }  # fmt: skip
