@@ -24,22 +24,19 @@ import pytest
 import torch
 
 from corl_vl.errors import CorlError
-from corl_vl.train.distributed import AgentMPU, deepspeed_engine, place_agents, share
+from corl_vl.train.distributed import AgentMPU, deepspeed_engine
+from corl_vl.train.placement import place
 
 TESTS = Path(__file__).resolve().parent
 EXACT = ("reward/", "label/", "peer/", "groups/", "length/", "answer/", "trained_rows", "lr")
 
 
-def test_two_agents_on_four_ranks_get_disjoint_contiguous_groups():
-    groups = place_agents(2, 4)
-    assert groups == [[0, 1], [2, 3]]
-    assert place_agents(3, 3) == [[0], [1], [2]]
-    with pytest.raises(CorlError, match="cannot be split evenly"):
-        place_agents(2, 3)
-    with pytest.raises(CorlError, match="cannot be split evenly"):
-        place_agents(3, 2)
-    ids = [f"p{i}" for i in range(5)]
-    assert [share(ids, r, 2) for r in range(2)] == [["p0", "p1", "p2"], ["p3", "p4"]]
+def test_two_agents_on_four_ranks_of_one_node_get_disjoint_contiguous_groups():
+    assert place([None, None], [[0, 1, 2, 3]]).groups == [[0, 1], [2, 3]]
+    assert place([None, None, None], [[0, 1, 2]]).groups == [[0], [1], [2]]
+    assert place([None, None], [[0, 1, 2]]).groups == [[0, 1], [2]]  # uneven: the first agent gets one more
+    with pytest.raises(CorlError, match="no GPU left"):
+        place([None, None, None], [[0, 1]])
 
 
 def test_mpu_answers_with_the_agents_group_and_a_single_rank_model_group():
