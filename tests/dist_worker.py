@@ -1,7 +1,7 @@
 """One cohort run for tests/test_distributed.py: under ``torchrun`` (one agent per process, ZeRO-2) or as a
 plain process (the single-process reference). Not a test module itself (no ``test_`` prefix).
 
-Usage: ``python dist_worker.py OUT_DIR [--deepspeed JSON] [--max-steps N] [--save-every N] [--resume]``
+Usage: ``python dist_worker.py OUT_DIR [--deepspeed JSON] [--max-steps N] [--save-every N] [--resume] [--gpus A,B]``
 (optionally under ``torchrun --nproc_per_node=2``; the JSON defaults to ZeRO-2, steps to 2). Writes the run to
 ``OUT_DIR/run`` and, per rank, ``OUT_DIR/rank-<r>.json`` with what the test asserts on: which agent the rank
 held, the ids of the answers it received for every agent, the labels it computed, whether its parameters moved.
@@ -68,11 +68,14 @@ def config(
     save_every: int = 0,
     models: tuple[str, str] = MODELS,
     problems_per_step: int = 2,
+    gpus: tuple[int, int] | None = None,
 ):
     from corl_vl.config import config_from_dict
 
+    counts = gpus or (None, None)
     raw = {
-        "agents": [{"name": "qwen", "model": models[0]}, {"name": "llama", "model": models[1]}],
+        "agents": [{"name": "qwen", "model": models[0], "gpus": counts[0]},
+                   {"name": "llama", "model": models[1], "gpus": counts[1]}],
         "reward": {"topology": "mutual"},
         "data": {"train": "synthetic", "limit": 4, "problems_per_step": problems_per_step},
         "grpo": {"k": 4, "max_new_tokens": 6, "micro_batch_size": 4},
@@ -99,6 +102,7 @@ def run_worker(
     resume: bool = False,
     models: tuple[str, str] = MODELS,
     problems_per_step: int = 2,
+    gpus: tuple[int, int] | None = None,
 ) -> list[dict]:
     """Train; returns (and writes) one record per agent this process held."""
     import torch
@@ -107,7 +111,7 @@ def run_worker(
     from corl_vl.train.distributed import launched_world_size
 
     distributed = launched_world_size() > 1
-    state: dict = {"steps": []}
+    state: dict = {"steps": [], "rewards": []}
 
     def prepare(cohort):
         for index, agent in zip(cohort.indices, cohort.agents):
@@ -123,12 +127,18 @@ def run_worker(
                     "labels": cohort.last_labels,
                 }
             )
+            state["rewards"].append(  # this rank's share: {agent: {problem id: [K rewards]}}
+                {
+                    a.name: {pid: [float(x) for x in r] for pid, r in s.rewards.items()}
+                    for a, s in zip(cohort.agents, cohort.last)
+                }
+            )
             return metrics
 
         cohort.step = step
         state["cohort"] = cohort
 
-    cfg = config(out, distributed, ds_config, max_steps, save_every, models, problems_per_step)
+    cfg = config(out, distributed, ds_config, max_steps, save_every, models, problems_per_step, gpus)
     train(cfg, resume=resume, progress=False, prepare=prepare)
     cohort = state["cohort"]
     records = []
@@ -145,6 +155,7 @@ def run_worker(
                 "changed_tensors": sum(changed),
                 "tensors": len(changed),
                 "steps": state["steps"],
+                "rewards": state["rewards"],
             }
         )
     name = f"rank-{cohort.dist.rank}.json" if cohort.dist else "single.json"
@@ -173,6 +184,7 @@ if __name__ == "__main__":
         "--models", default=",".join(MODELS), help="two presets, e.g. tiny-qwen2.5-vl,tiny-internvl3.5"
     )
     parser.add_argument("--problems-per-step", type=int, default=2)
+    parser.add_argument("--gpus", help="each agent's agents[i].gpus, e.g. 3,1 (default: an equal share)")
     a = parser.parse_args()
     models = tuple(a.models.split(","))
     run_worker(
@@ -183,4 +195,5 @@ if __name__ == "__main__":
         resume=a.resume,
         models=models,
         problems_per_step=a.problems_per_step,
+        gpus=tuple(int(g) for g in a.gpus.split(",")) if a.gpus else None,
     )

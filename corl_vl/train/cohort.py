@@ -226,22 +226,26 @@ class Cohort:
         cfg = self.cfg
         ids = self.sampler.next(cfg.data.problems_per_step)
         mine = self.dist.my_share(ids) if self.dist is not None else ids  # this rank's share of the ids
+        rolled = self.dist.rollout_share(ids) if self.dist is not None else mine  # its TP group's (T=1: mine)
         if self.reward.paired_views:
-            ids = mine = with_twins(ids)
+            ids = mine = rolled = with_twins(ids)
         times: dict[str, float] = {}
 
         t0 = time.perf_counter()
         steps: list[AgentStep] = []
         # prompts are rendered here, one agent after another: views share problems, whose images load lazily
         # (PIL is not thread-safe there), and processors are never run concurrently
-        jobs = [(i, agent, agent.encode(mine)) for i, agent in zip(self.indices, self.agents)]
-        rolled = self.rollout_phases.map(
+        jobs = [(i, agent, agent.encode(rolled)) for i, agent in zip(self.indices, self.agents)]
+        outputs = self.rollout_phases.map(
             lambda job: job[1].rollout(
-                mine, seed=rollout_seed(cfg.train.seed, self.step_index, job[0]), prompts=job[2]
+                rolled, seed=rollout_seed(cfg.train.seed, self.step_index, job[0]), prompts=job[2]
             ),
             jobs,
         )
-        for agent, (prompts, rollouts) in zip(self.agents, rolled):
+        for agent, (prompts, rollouts) in zip(self.agents, outputs):
+            if rolled != mine:  # keep this rank's part of its TP group's rollouts
+                kept = [i for i, r in enumerate(rollouts) if r.problem_id in mine]
+                prompts, rollouts = [prompts[i] for i in kept], [rollouts[i] for i in kept]
             answers = {  # read against the agent's own options, stated against the base problem's
                 r.problem_id: [self._base_answer(agent, r.problem_id, c.text) for c in r.completions]
                 for r in rollouts
@@ -276,9 +280,7 @@ class Cohort:
         updated = self.phases.map(self._update_one, list(zip(self.agents, steps, rewards)))
         wall = time.perf_counter() - t0
         t_update, t_sync = sum(u[1] for u in updated), sum(u[2] for u in updated)
-        if (
-            self.phases.parallel
-        ):  # the phase's wall time, split between update and sync as the agents spent it
+        if self.phases.parallel:  # the phase's wall time, split as the agents spent it
             t_update, t_sync = (wall * t / max(t_update + t_sync, 1e-12) for t in (t_update, t_sync))
         for agent, agent_step, r, (m, _, _) in zip(self.agents, steps, rewards, updated):
             m.update(self._step_metrics(mine, agent_step, r))
