@@ -146,3 +146,29 @@ def test_vllm_engine_arguments_carry_the_tensor_parallel_size():
     assert "tensor_parallel_size" not in engine_kwargs(adapter, world_size=4, **common)
     with pytest.raises(CorlError, match="multiple of it"):
         engine_kwargs(adapter, world_size=3, tensor_parallel_size=2, **common)
+
+
+def _doc_commands(prefix: str) -> list[list[str]]:
+    """The shell commands in docs/scaling.md's code blocks that start with ``prefix`` (continuations joined)."""
+    text = (ROOT / "docs" / "scaling.md").read_text().replace("\\\n", " ")
+    blocks = text.split("```")[1::2]
+    lines = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
+    return [shlex.split(line) for line in lines if line.startswith(prefix)]
+
+
+def test_the_launch_commands_in_docs_scaling_print_the_commands_shown_there(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)  # the docs' relative config paths
+    launches = _doc_commands("corl-vl launch")
+    assert len(launches) == 2
+    for argv in launches:
+        argv = argv[1:]
+        if "--write" in argv:
+            argv[argv.index("--write") + 1] = str(tmp_path / "pair.sbatch")
+        assert main(argv) == 0
+    printed = _commands(capsys.readouterr().out)
+    shown = _doc_commands("torchrun --nnodes")
+    assert len(printed) == len(shown) == 2
+    for got, doc in zip(printed, shown):
+        cut = doc.index("--config")  # the docs elide the config path
+        assert got[:cut] == doc[:cut] and got[-2:] == doc[-2:]
+    assert "srun" in (tmp_path / "pair.sbatch").read_text()

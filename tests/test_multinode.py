@@ -104,3 +104,28 @@ def test_two_node_uneven_cohort_resumes_and_matches_the_one_node_launch(tmp_path
     refused = launch_nodes([2], str(nodes), *common[:2], "--max-steps", "3", "--resume", env=env)
     assert all(r.returncode != 0 for r in refused)
     assert "is not re-sharded onto another world size" in refused[0].stderr
+
+
+@pytest.mark.distributed
+def test_a_tensor_parallel_group_rolls_out_its_share_once_and_each_rank_trains_its_part(tmp_path):
+    """One agent on 2 ranks with rollout.tensor_parallel_size=2: both ranks form one TP group, so both generate
+    the whole step with the same seeds (HF engine here; vLLM would shard the model over them), then each keeps
+    its half for the update. Its rollouts are therefore exactly the single-process run's: same answers, and
+    the two ranks' rewards and labels together are the single process's."""
+    from dist_worker import run_worker
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    _ok(launch_nodes([2], str(tmp_path), "--solo", "--tp", "2", "--max-steps", "1", env=env))
+    (tmp_path / "single").mkdir()
+    (reference,) = run_worker(tmp_path / "single", max_steps=1, solo=True)
+    ranks = [json.loads((tmp_path / f"rank-{r}.json").read_text())[0] for r in (0, 1)]
+    (ref_step,) = reference["steps"]
+    (ref_rewards,) = reference["rewards"]
+    assert len(ref_rewards["qwen"]) == 2
+    for rec in ranks:
+        assert rec["group_ranks"] == [0, 1] and rec["changed_tensors"] > rec["tensors"] // 2, rec
+        assert rec["steps"][0]["answer_ids"] == ref_step["answer_ids"]
+        assert len(rec["rewards"][0]["qwen"]) == 1  # its half of the TP group's share
+    assert {**ranks[0]["rewards"][0]["qwen"], **ranks[1]["rewards"][0]["qwen"]} == ref_rewards["qwen"]
+    labels = [r["steps"][0]["labels"]["qwen"] for r in ranks]
+    assert {**labels[0], **labels[1]} == ref_step["labels"]["qwen"]

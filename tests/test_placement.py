@@ -45,6 +45,9 @@ def test_leftover_gpus_are_reported_per_node_and_counted_out_of_the_launch():
     assert plan.groups == [[0, 1, 2, 3, 4, 5], list(range(8, 14)), [6, 7]]
     assert plan.leftover == [14, 15] and plan.used_per_node() == [8, 6]
     assert plan.to_dict()["leftover"] == [14, 15]
+    with pytest.raises(CorlError, match=r"use 14 of the 16 processes; ranks \[14, 15\] would sit idle"):
+        plan.refuse_idle()  # what every rank of such a launch says at start
+    place([6, 6, 4], TWO_BY_EIGHT).refuse_idle()
 
 
 def test_default_is_an_equal_share_of_what_explicit_agents_leave():
@@ -84,6 +87,8 @@ def test_tensor_parallel_groups_are_aligned_consecutive_ranks_inside_one_node():
     assert [c.my_share(ids) for c in ctx] == [[p] for p in ids]
     with pytest.raises(CorlError, match="not a positive multiple"):
         place([3, 1], [[0, 1], [2, 3]], tensor_parallel_size=2)
+    with pytest.raises(CorlError, match="not 2 consecutive ranks"):  # a launcher that interleaves nodes
+        place([None], [[0, 2], [1, 3]], tensor_parallel_size=2)
     with pytest.raises(CorlError, match="node 0 runs 3 process"):
         place([None], [[0, 1, 2]], tensor_parallel_size=2)
 

@@ -236,12 +236,7 @@ def setup(
     node_ids: list[Any] = [None] * world
     dist.all_gather_object(node_ids, node_id())
     plan = place(requests, nodes_from_ranks(node_ids), tensor_parallel_size=tensor_parallel_size, names=names)
-    if plan.leftover:
-        raise CorlError(
-            f"distributed: the agents use {world - len(plan.leftover)} of the {world} processes; ranks "
-            f"{plan.leftover} would sit idle. Launch {world - len(plan.leftover)} processes (corl-vl launch "
-            "prints the per-node counts) or give the rest to the agents (agents[i].gpus)"
-        )
+    plan.refuse_idle()
     groups = plan.groups
     dp_groups = [dist.new_group(ranks) for ranks in groups]  # collective: every rank, same order
     singles = [dist.new_group([r]) for r in range(world)]

@@ -54,6 +54,17 @@ class Placement:
         """How many processes each node runs (its GPUs minus the leftover ones)."""
         return [sum(1 for r in ranks if r not in self.leftover) for ranks in self.nodes]
 
+    def refuse_idle(self) -> None:
+        """A launch whose processes no agent uses is an error: they would sit idle for the whole run."""
+        if self.leftover:
+            world = sum(len(n) for n in self.nodes)
+            used = world - len(self.leftover)
+            raise CorlError(
+                f"distributed: the agents use {used} of the {world} processes; ranks {self.leftover} would sit idle. "
+                f"Launch {used} processes (corl-vl launch prints the per-node counts) or give the rest to the "
+                "agents (agents[i].gpus)"
+            )
+
     def lines(self) -> list[str]:
         """The plan as printed at the start of a run."""
         total = sum(len(n) for n in self.nodes)
@@ -153,6 +164,12 @@ def place(
     # free blocks of T ranks per node, lowest ranks first
     free = [[list(ranks[j : j + tp]) for j in range(0, len(ranks), tp)] for ranks in nodes]
     capacity = [len(blocks) for blocks in free]
+    for block in (b for blocks in free for b in blocks):
+        if tp > 1 and block != list(range(block[0] - block[0] % tp, block[0] - block[0] % tp + tp)):
+            raise CorlError(
+                f"distributed: ranks {block} are not {tp} consecutive ranks starting at a multiple of {tp}, the "
+                "TP groups vLLM's external_launcher forms; launch with torchrun (ranks numbered node by node)"
+            )
     groups: list[list[int]] = [[] for _ in requests]
     spread: list[str] = []
     for i in sorted(range(len(counts)), key=lambda i: -counts[i]):  # largest first, config order on ties
