@@ -115,17 +115,18 @@ def test_a_tensor_parallel_group_rolls_out_its_share_once_and_each_rank_trains_i
     from dist_worker import run_worker
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
-    _ok(launch_nodes([2], str(tmp_path), "--solo", "--tp", "2", "--max-steps", "1", env=env))
+    args = ["--solo", "--tp", "2", "--max-steps", "1", "--problems-per-step", "4"]
+    _ok(launch_nodes([2], str(tmp_path), *args, env=env))
     (tmp_path / "single").mkdir()
-    (reference,) = run_worker(tmp_path / "single", max_steps=1, solo=True)
+    (reference,) = run_worker(tmp_path / "single", max_steps=1, solo=True, problems_per_step=4)
     ranks = [json.loads((tmp_path / f"rank-{r}.json").read_text())[0] for r in (0, 1)]
     (ref_step,) = reference["steps"]
     (ref_rewards,) = reference["rewards"]
-    assert len(ref_rewards["qwen"]) == 2
+    assert len(ref_rewards["qwen"]) == 4 and len({r for rs in ref_rewards["qwen"].values() for r in rs}) > 1
     for rec in ranks:
         assert rec["group_ranks"] == [0, 1] and rec["changed_tensors"] > rec["tensors"] // 2, rec
         assert rec["steps"][0]["answer_ids"] == ref_step["answer_ids"]
-        assert len(rec["rewards"][0]["qwen"]) == 1  # its half of the TP group's share
+        assert len(rec["rewards"][0]["qwen"]) == 2  # its half of the TP group's share
     assert {**ranks[0]["rewards"][0]["qwen"], **ranks[1]["rewards"][0]["qwen"]} == ref_rewards["qwen"]
     labels = [r["steps"][0]["labels"]["qwen"] for r in ranks]
     assert {**labels[0], **labels[1]} == ref_step["labels"]["qwen"]

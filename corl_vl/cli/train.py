@@ -98,12 +98,12 @@ def run(args: argparse.Namespace) -> int:
         if choice:
             log.info(choice)
         cfg = tiny_pair_experiment(pair_config(presets, overrides))
-    nproc = self_launch_processes(cfg, _visible_gpus(), os.environ)
-    if (
-        nproc is not None
-    ):  # one node, several GPUs: torch's launcher runs this same command in nproc processes
+    # one node, several GPUs: torch's launcher runs this same command in nproc processes. Only a DeepSpeed
+    # config may do that, so other runs do not pay for importing torch to count GPUs
+    nproc = self_launch_processes(cfg, _visible_gpus(), os.environ) if cfg.distributed.deepspeed else None
+    if nproc is not None:
         command = self_launch_command(nproc, train_argv(args), sys.executable)
-        log.info("%d GPUs: starting %d processes: %s", _visible_gpus(), nproc, shlex.join(command))
+        log.info("starting %d processes on this node: %s", nproc, shlex.join(command))
         os.execv(command[0], command)
     try:
         run = train(
