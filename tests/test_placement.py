@@ -32,6 +32,13 @@ def test_an_agent_that_fits_in_a_node_goes_to_the_node_with_least_room_that_hold
     assert plan.spread == [] and plan.leftover == [12, 13, 14, 15]
 
 
+def test_an_agent_that_fits_the_largest_node_is_not_split_over_smaller_ones():
+    plan = place([7, 6], [[0, 1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 11, 12, 13]])  # nodes of 8 and 6 processes
+    assert plan.groups == [[0, 1, 2, 3, 4, 5, 6], [8, 9, 10, 11, 12, 13]] and plan.spread == []
+    plan = place([6, 4], [list(range(8)), [8, 9]])  # 4 fits in node 0 by size, but only 2 are free there
+    assert plan.groups[1] == [6, 7, 8, 9] and plan.spread == ["agent 1"]
+
+
 def test_an_agent_larger_than_a_node_gets_whole_nodes_then_its_rest_on_one_node():
     plan = place([2, 12], simulated_nodes(3, 8))
     assert plan.groups[1] == list(range(12))  # node 0 whole, 4 of node 1

@@ -171,33 +171,35 @@ def place(
                 "TP groups vLLM's external_launcher forms; launch with torchrun (ranks numbered node by node)"
             )
     groups: list[list[int]] = [[] for _ in requests]
-    spread: list[str] = []
     for i in sorted(range(len(counts)), key=lambda i: -counts[i]):  # largest first, config order on ties
         need = counts[i] // tp
-        # larger than a node: whole empty nodes first (the largest, then the lowest index)
-        while True:
-            empty = [n for n in range(len(free)) if len(free[n]) == capacity[n] and capacity[n] <= need]
-            if not empty or need == 0:
+        # larger than any node's free room: whole empty nodes first (the largest, then the lowest index)
+        while need and not any(len(blocks) >= need for blocks in free):
+            empty = [n for n in range(len(free)) if free[n] and len(free[n]) == capacity[n]]
+            if not empty:
                 break
             n = max(empty, key=lambda n: (capacity[n], -n))
             groups[i] += [r for block in free[n] for r in block]
-            need -= capacity[n]
-            free[n] = []
-        if need:
-            fits = [n for n in range(len(free)) if len(free[n]) >= need]
-            if fits:  # best fit: the node with the least room that holds the rest
-                n = min(fits, key=lambda n: (len(free[n]), n))
-                groups[i] += [r for block in free[n][:need] for r in block]
-                free[n] = free[n][need:]
-            else:  # no node has room: spread over the nodes with the most room
-                spread.append(names[i])
-                for n in sorted(range(len(free)), key=lambda n: (-len(free[n]), n)):
-                    take = min(need, len(free[n]))
-                    groups[i] += [r for block in free[n][:take] for r in block]
-                    free[n], need = free[n][take:], need - take
+            need, free[n] = need - capacity[n], []
+        fits = [n for n in range(len(free)) if len(free[n]) >= need]
+        if need and fits:  # best fit: the node with the least room that holds the rest
+            n = min(fits, key=lambda n: (len(free[n]), n))
+            groups[i] += [r for block in free[n][:need] for r in block]
+            free[n] = free[n][need:]
+        elif need:  # no node has room: spread over the nodes with the most room
+            for n in sorted(range(len(free)), key=lambda n: (-len(free[n]), n)):
+                take = min(need, len(free[n]))
+                groups[i] += [r for block in free[n][:take] for r in block]
+                free[n], need = free[n][take:], need - take
         groups[i].sort()
     leftover = sorted(r for blocks in free for block in blocks for r in block)
-    return Placement(names, [list(n) for n in nodes], groups, tp, [n for n in names if n in spread], leftover)
+    node_of = {r: n for n, ranks in enumerate(nodes) for r in ranks}
+    spread = [  # on several nodes although one node is large enough for it
+        names[i]
+        for i, ranks in enumerate(groups)
+        if len({node_of[r] for r in ranks}) > 1 and counts[i] // tp <= max(capacity)
+    ]
+    return Placement(names, [list(n) for n in nodes], groups, tp, spread, leftover)
 
 
 def simulated_nodes(n_nodes: int, gpus_per_node: int) -> list[list[int]]:
