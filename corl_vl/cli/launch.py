@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         log.warning(
             "distributed.deepspeed is not set: add --set distributed.deepspeed=configs/deepspeed/zero2.json"
         )
-    notes = [f"# {line}" for line in plan.lines() + hardware.lines()[len(plan.lines()) :]]
+    idle = [hardware.leftover_line()] if hardware.leftover else []
+    notes = [f"# {line}" for line in plan.lines() + idle]
     notes.append(
         f"# the run folder ({cfg.train.output_dir} unless --output-dir) must be shared by every node"
     )

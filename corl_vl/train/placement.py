@@ -83,14 +83,15 @@ class Placement:
                 f"  note: {name} spans nodes (no node had room for it); its ZeRO traffic crosses the network — "
                 "change agents[i].gpus so that it fits in one node's free GPUs"
             )
-        if self.leftover:
-            per_node = [
-                f"node {i}: {sum(1 for r in ranks if r in self.leftover)}"
-                for i, ranks in enumerate(self.nodes)
-                if any(r in self.leftover for r in ranks)
-            ]
-            out.append(f"  leftover: {len(self.leftover)} GPU(s) unused ({', '.join(per_node)})")
-        return out
+        return out + ([self.leftover_line()] if self.leftover else [])
+
+    def leftover_line(self) -> str:
+        per_node = [
+            f"node {i}: {sum(1 for r in ranks if r in self.leftover)}"
+            for i, ranks in enumerate(self.nodes)
+            if any(r in self.leftover for r in ranks)
+        ]
+        return f"  leftover: {len(self.leftover)} GPU(s) unused ({', '.join(per_node)})"
 
     def to_dict(self) -> dict[str, Any]:
         """What the run's config.yaml records under ``placement``."""
