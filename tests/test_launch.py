@@ -40,7 +40,7 @@ def _commands(out: str) -> list[list[str]]:
 def test_launch_prints_one_torchrun_per_node_with_the_plan(tmp_path, capsys):
     cfg = _config(tmp_path, [6, 6, 4])
     assert main(["launch", "--nodes", "2", "--gpus-per-node", "8", "--master-addr", "n0", "--config", str(cfg),
-                 "--set", "grpo.k=8", "--", "--output-dir", "/shared/run"]) == 0  # fmt: skip
+                 "--set", "grpo.k=8", "--", "--output-dir", "/nfs/run"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert "a2 spans nodes" in out and "a0: 6 GPU(s), ranks 0-5, node(s) 0" in out
     program = [
@@ -52,7 +52,7 @@ def test_launch_prints_one_torchrun_per_node_with_the_plan(tmp_path, capsys):
         "--set",
         "grpo.k=8",
         "--output-dir",
-        "/shared/run",
+        "/nfs/run",
     ]
     assert _commands(out) == [
         ["torchrun", "--nnodes=2", f"--node_rank={n}", "--nproc_per_node=8", "--master_addr=n0",

@@ -4,7 +4,7 @@ Examples::
 
     corl-vl launch --nodes 2 --gpus-per-node 8 --master-addr node0 --config configs/demo.yaml
     corl-vl launch --nodes 2 --gpus-per-node 8 --slurm --write run.sbatch --config configs/demo.yaml \\
-        --set distributed.deepspeed=configs/deepspeed/zero3.json -- --output-dir /shared/runs/demo
+        --set distributed.deepspeed=configs/deepspeed/zero3.json -- --output-dir /nfs/runs/demo
 
 Why a command and not a launcher of its own: torchrun (and srun around it) is the engine cluster users know; what
 corl-vl adds is the placement — how many processes each node runs (a node whose GPUs no agent uses runs fewer,
