@@ -184,6 +184,9 @@ if __name__ == "__main__":
     )  # a hung worker stopped by a timeout prints where it hung
     import argparse
 
+    from corl_vl.cli import configure_logging
+
+    configure_logging("info")  # corl-vl's own lines (the placement plan) to stderr, as `corl-vl train` does
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
     parser.add_argument("--deepspeed", type=Path, default=ZERO2)

@@ -69,7 +69,11 @@ def test_two_node_uneven_cohort_resumes_and_matches_the_one_node_launch(tmp_path
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
     common = ["--deepspeed", ZERO3, "--gpus", "3,1", "--problems-per-step", "4"]
     nodes, single = tmp_path / "nodes", tmp_path / "single"
-    _ok(launch_nodes([2, 2], str(nodes), *common, "--max-steps", "2", "--save-every", "2", env=env))
+    started = launch_nodes([2, 2], str(nodes), *common, "--max-steps", "2", "--save-every", "2", env=env)
+    _ok(started)
+    # the plan, printed by global rank 0 (on node 0) at start
+    assert "corl-vl: placement: 2 agents on 2 node(s), 4 GPU(s)" in started[0].stderr
+    assert "corl-vl:   qwen: 3 GPU(s), ranks 0-2, node(s) 0, 1" in started[0].stderr
     _ok(launch_nodes([2, 2], str(nodes), *common, "--max-steps", "3", "--resume", env=env))
     _ok(launch_nodes([4], str(single), *common, "--max-steps", "3", env=env))
 
