@@ -48,6 +48,7 @@ class AgentConfig:
     # YYYY-MM-DD the chat template's clock is pinned to (some templates stamp "Today Date"); None → the adapter's
     # default. `corl-vl train` writes the resolved date into the run's config.yaml.
     template_date: str | None = None
+    gpus: int | None = None  # multi-process runs: GPUs (processes) for this agent; None → an equal share
 
     def adapter_options(self) -> dict[str, Any]:
         """Keyword arguments for ``create_adapter``: ``adapter_kwargs`` plus the pinned template date."""
@@ -137,6 +138,9 @@ class RolloutConfig:
     kv_cache_memory_bytes: int = 256 * 1024 * 1024  # vLLM on CPU (otherwise it reserves ~21 GiB)
     sleep_between_phases: bool = True  # vLLM on GPU: sleep during the update, wake for rollouts
     batch_size: int = 16  # prompts per HF generate call
+    tensor_parallel_size: int = (
+        1  # vLLM TP groups of this many ranks inside each agent's group (multi-process)
+    )
 
 
 @dataclass
@@ -174,7 +178,7 @@ class DistributedConfig:
     """Multi-process runs (``torchrun`` / ``accelerate launch``): each agent a DeepSpeed engine on its own ranks.
 
     Only read when the launch has more than one process; a plain process runs every agent in turn with torch
-    optimizers. The ranks are split evenly and contiguously among the agents (see :mod:`corl_vl.train.distributed`).
+    optimizers. Each agent gets ``agents[i].gpus`` ranks, placed node by node (:mod:`corl_vl.train.placement`).
     """
 
     deepspeed: str | None = (
@@ -322,7 +326,12 @@ def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
 
     if not cfg.agents:
         raise bad("agents", "at least one agent is required")
+    tp = cfg.rollout.tensor_parallel_size
+    if tp < 1:
+        raise bad("rollout.tensor_parallel_size", f"must be ≥ 1, got {tp}")
     for i, agent in enumerate(cfg.agents):
+        if agent.gpus is not None and (agent.gpus < 1 or agent.gpus % tp):
+            raise bad(f"agents.{i}.gpus", f"must be a positive multiple of rollout.tensor_parallel_size={tp}")
         if not agent.model:
             raise bad(f"agents.{i}.model", "missing (a preset name or a checkpoint folder)")
         if not agent.name:

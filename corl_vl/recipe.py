@@ -80,7 +80,15 @@ def train(
 
     dist = None
     if launched_world_size() > 1:
-        dist = setup(len(cfg.agents), backend=cfg.distributed.backend)
+        dist = setup(
+            [a.gpus for a in cfg.agents],
+            names=cfg.agent_names(),
+            tensor_parallel_size=cfg.rollout.tensor_parallel_size,
+            backend=cfg.distributed.backend,
+        )
+        if dist.is_main:
+            for line in dist.placement.lines():
+                log.info(line)
     elif cfg.distributed.deepspeed:
         raise CorlError(
             "distributed.deepspeed is set but this is a single process; launch with torchrun / accelerate launch "
@@ -101,7 +109,8 @@ def train(
     if cfg.experiment is not None:
         cfg = resolve(cfg, dist)
     problems = check_data(cfg)
-    record = _run_record(cfg, run_dir, previous if resume else None, list(allow_config_change))
+    placement = dist.placement.to_dict() if dist is not None else None
+    record = _run_record(cfg, run_dir, previous if resume else None, list(allow_config_change), placement)
     main = dist is None or dist.is_main
     if main:
         _start_run_folder(run_dir, record)
@@ -143,19 +152,38 @@ def pin_template_dates(cfg: CohortConfig) -> None:
             agent.template_date = default_template_date(agent.model, adapter=agent.adapter)
 
 
-def _run_record(cfg: CohortConfig, run_dir: Path, previous: Path | None, allow: list[str]) -> dict[str, Any]:
-    """What ``config.yaml`` will hold: the config, and when resuming, the checked changes in its history."""
+def _run_record(
+    cfg: CohortConfig, run_dir: Path, previous: Path | None, allow: list[str], placement: dict | None
+) -> dict[str, Any]:
+    """What ``config.yaml`` will hold: the config and the placement (multi-process runs), and when resuming,
+    the checked changes in its history. A resume on another placement is refused: the checkpoint's ZeRO
+    partitions and RNG states belong to the saved rank groups, and corl-vl does not re-shard them."""
     import json
 
     from corl_vl.config import AgentConfig, to_dict
-    from corl_vl.train.resume_check import check_resume
+    from corl_vl.train.resume_check import check_resume, read_run_config
 
-    current = to_dict(cfg)
+    current = {**to_dict(cfg), "placement": placement} if placement else to_dict(cfg)
     if previous is None:
         return current
+    saved = read_run_config(run_dir / "config.yaml")[0].get("placement")
+    if saved != placement:
+        raise CorlError(
+            f"--resume: {run_dir} was trained on {_layout(saved)}, this launch is {_layout(placement)}; a checkpoint "
+            "is not re-sharded onto another world size or placement. Relaunch with the original nodes, processes "
+            "and agents[i].gpus (config.yaml's placement), or start a new run with another --output-dir"
+        )
     step = json.loads((previous / "meta.json").read_text()).get("step")
     defaults = to_dict(CohortConfig(agents=[AgentConfig() for _ in cfg.agents]))
     return check_resume(run_dir / "config.yaml", current, allow=allow, step=step, defaults=defaults)
+
+
+def _layout(placement: dict | None) -> str:
+    if not placement:
+        return "one process"
+    nodes = placement["nodes"]
+    agents = ", ".join(f"{name} on ranks {ranks}" for name, ranks in placement["agents"].items())
+    return f"{sum(len(n) for n in nodes)} processes on {len(nodes)} node(s) ({agents})"
 
 
 def _start_run_folder(run_dir: Path, record: dict[str, Any]) -> None:

@@ -1,7 +1,8 @@
 """One cohort run for tests/test_distributed.py: under ``torchrun`` (one agent per process, ZeRO-2) or as a
 plain process (the single-process reference). Not a test module itself (no ``test_`` prefix).
 
-Usage: ``python dist_worker.py OUT_DIR [--deepspeed JSON] [--max-steps N] [--save-every N] [--resume]``
+Usage: ``python dist_worker.py OUT_DIR [--deepspeed JSON] [--max-steps N] [--save-every N] [--resume] [--gpus A,B]
+[--tp T] [--solo]``
 (optionally under ``torchrun --nproc_per_node=2``; the JSON defaults to ZeRO-2, steps to 2). Writes the run to
 ``OUT_DIR/run`` and, per rank, ``OUT_DIR/rank-<r>.json`` with what the test asserts on: which agent the rank
 held, the ids of the answers it received for every agent, the labels it computed, whether its parameters moved.
@@ -68,19 +69,27 @@ def config(
     save_every: int = 0,
     models: tuple[str, str] = MODELS,
     problems_per_step: int = 2,
+    gpus: tuple[int, int] | None = None,
+    tp: int = 1,
+    solo: bool = False,
 ):
+    """The test cohort; ``solo``: qwen alone with TTRL's self-reward (a one-agent cohort), ``tp``: rollout TP."""
     from corl_vl.config import config_from_dict
 
+    counts = gpus or (None, None)
     raw = {
-        "agents": [{"name": "qwen", "model": models[0]}, {"name": "llama", "model": models[1]}],
+        "agents": [{"name": "qwen", "model": models[0], "gpus": counts[0]},
+                   {"name": "llama", "model": models[1], "gpus": counts[1]}],
         "reward": {"topology": "mutual"},
         "data": {"train": "synthetic", "limit": 4, "problems_per_step": problems_per_step},
         "grpo": {"k": 4, "max_new_tokens": 6, "micro_batch_size": 4},
-        "rollout": {"batch_size": 8},
+        "rollout": {"batch_size": 8, "tensor_parallel_size": tp},
         "train": {"max_steps": max_steps, "save_every": save_every, "lr": 1e-3, "warmup_ratio": 0, "scheduler": "constant", "plot": False,
                   "output_dir": str(out / "run"), "seed": 0},
         "distributed": {"deepspeed": str(ds_config) if distributed else None},
     }  # fmt: skip
+    if solo:
+        raw["agents"], raw["reward"] = raw["agents"][:1], {"name": "ttrl"}
     return config_from_dict(raw, "dist_worker")
 
 
@@ -99,6 +108,9 @@ def run_worker(
     resume: bool = False,
     models: tuple[str, str] = MODELS,
     problems_per_step: int = 2,
+    gpus: tuple[int, int] | None = None,
+    tp: int = 1,
+    solo: bool = False,
 ) -> list[dict]:
     """Train; returns (and writes) one record per agent this process held."""
     import torch
@@ -107,7 +119,7 @@ def run_worker(
     from corl_vl.train.distributed import launched_world_size
 
     distributed = launched_world_size() > 1
-    state: dict = {"steps": []}
+    state: dict = {"steps": [], "rewards": []}
 
     def prepare(cohort):
         for index, agent in zip(cohort.indices, cohort.agents):
@@ -123,12 +135,20 @@ def run_worker(
                     "labels": cohort.last_labels,
                 }
             )
+            state["rewards"].append(  # this rank's share: {agent: {problem id: [K rewards]}}
+                {
+                    a.name: {pid: [float(x) for x in r] for pid, r in s.rewards.items()}
+                    for a, s in zip(cohort.agents, cohort.last)
+                }
+            )
             return metrics
 
         cohort.step = step
         state["cohort"] = cohort
 
-    cfg = config(out, distributed, ds_config, max_steps, save_every, models, problems_per_step)
+    cfg = config(
+        out, distributed, ds_config, max_steps, save_every, models, problems_per_step, gpus, tp, solo
+    )
     train(cfg, resume=resume, progress=False, prepare=prepare)
     cohort = state["cohort"]
     records = []
@@ -145,6 +165,7 @@ def run_worker(
                 "changed_tensors": sum(changed),
                 "tensors": len(changed),
                 "steps": state["steps"],
+                "rewards": state["rewards"],
             }
         )
     name = f"rank-{cohort.dist.rank}.json" if cohort.dist else "single.json"
@@ -163,6 +184,9 @@ if __name__ == "__main__":
     )  # a hung worker stopped by a timeout prints where it hung
     import argparse
 
+    from corl_vl.cli import configure_logging
+
+    configure_logging("info")  # corl-vl's own lines (the placement plan) to stderr, as `corl-vl train` does
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
     parser.add_argument("--deepspeed", type=Path, default=ZERO2)
@@ -173,6 +197,9 @@ if __name__ == "__main__":
         "--models", default=",".join(MODELS), help="two presets, e.g. tiny-qwen2.5-vl,tiny-internvl3.5"
     )
     parser.add_argument("--problems-per-step", type=int, default=2)
+    parser.add_argument("--gpus", help="each agent's agents[i].gpus, e.g. 3,1 (default: an equal share)")
+    parser.add_argument("--tp", type=int, default=1, help="rollout.tensor_parallel_size")
+    parser.add_argument("--solo", action="store_true", help="one agent (qwen) with TTRL's self-reward")
     a = parser.parse_args()
     models = tuple(a.models.split(","))
     run_worker(
@@ -183,4 +210,7 @@ if __name__ == "__main__":
         resume=a.resume,
         models=models,
         problems_per_step=a.problems_per_step,
+        gpus=tuple(int(g) for g in a.gpus.split(",")) if a.gpus else None,
+        tp=a.tp,
+        solo=a.solo,
     )

@@ -10,7 +10,9 @@ Examples::
         --set distributed.deepspeed=configs/deepspeed/zero2.json     # one process (a ZeRO-2 engine) per agent
 
 A launch with more than one process (``WORLD_SIZE`` > 1) places the agents on disjoint rank groups
-(:mod:`corl_vl.train.distributed`); one plain process runs every agent in turn. The work itself is
+(:mod:`corl_vl.train.distributed`); one plain process runs every agent in turn. Started without a launcher on
+a node with several GPUs and ``distributed.deepspeed`` set, it starts its own processes through torch's
+launcher (``corl_vl.cli.launch.self_launch_processes``); ``corl-vl launch`` prints multi-node commands. The work itself is
 :func:`corl_vl.recipe.train`, the one recipe behind every entry point.
 """
 
@@ -18,6 +20,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import shlex
+import sys
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -71,6 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from corl_vl.cli.launch import self_launch_command, self_launch_processes
     from corl_vl.config import apply_overrides, finalize, load_config, pair_config
     from corl_vl.recipe import train
     from corl_vl.train.run_lock import check_config_not_overwritten, release_run_locks
@@ -95,6 +101,13 @@ def run(args: argparse.Namespace) -> int:
         cfg = tiny_pair_experiment(pair_config(presets))  # the experiment section first, so --set reaches it
         cfg = finalize(apply_overrides(cfg, overrides), "--pair")
     check_config_not_overwritten(args.config, cfg.train.output_dir, resume=args.resume)
+    # one node, several GPUs: torch's launcher runs this same command in nproc processes. Only a DeepSpeed
+    # config may do that, so other runs do not pay for importing torch to count GPUs
+    nproc = self_launch_processes(cfg, _visible_gpus(), os.environ) if cfg.distributed.deepspeed else None
+    if nproc is not None:
+        command = self_launch_command(nproc, train_argv(args), sys.executable)
+        log.info("starting %d processes on this node: %s", nproc, shlex.join(command))
+        os.execv(command[0], command)
     try:
         run = train(
             cfg,
@@ -108,6 +121,31 @@ def run(args: argparse.Namespace) -> int:
         _close_process_group()
     print(f"run folder: {run.run_dir}")
     return 0
+
+
+def _visible_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def train_argv(args: argparse.Namespace) -> list[str]:
+    """This ``corl-vl train`` invocation as arguments, for the processes it starts itself."""
+    argv = [
+        "--log-level",
+        args.log_level,
+        *(["--library-progress"] if args.library_progress else []),
+        "train",
+    ]
+    argv += ["--config", args.config] if args.config else ["--pair", args.pair]
+    argv += [x for item in args.overrides for x in ("--set", item)]
+    for flag, value in (("--max-steps", args.max_steps), ("--output-dir", args.output_dir),
+                        ("--baseline", args.baseline)):  # fmt: skip
+        argv += [flag, str(value)] if value is not None else []
+    for flag, on in (("--resume", args.resume), ("--no-progress", args.no_progress),
+                     ("--allow-unsafe-checkpoint", args.allow_unsafe_checkpoint)):  # fmt: skip
+        argv += [flag] if on else []
+    return argv + (["--allow-config-change", *args.allow_config_change] if args.allow_config_change else [])
 
 
 def _close_process_group() -> None:

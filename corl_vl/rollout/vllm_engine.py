@@ -58,8 +58,11 @@ def engine_kwargs(
     max_model_len: int | None,
     world_size: int,
     engine_args: dict[str, Any] | None = None,
+    tensor_parallel_size: int = 1,
 ) -> dict[str, Any]:
-    """The ``vllm.LLM(...)`` arguments for one rank's engine; ``engine_args`` override any of them."""
+    """The ``vllm.LLM(...)`` arguments for one rank's engine (with T > 1: this rank's shard of its TP group,
+    the T consecutive ranks ``corl_vl.train.placement`` aligned the agent's ranks to); ``engine_args`` override
+    any of them."""
     kwargs: dict[str, Any] = {
         **adapter.vllm_engine_kwargs(),
         "logprobs_mode": "processed_logprobs",
@@ -75,6 +78,13 @@ def engine_kwargs(
         )
     if world_size > 1:
         kwargs["distributed_executor_backend"] = "external_launcher"
+    if tensor_parallel_size > 1:
+        if world_size % tensor_parallel_size:
+            raise CorlError(
+                f"rollout.tensor_parallel_size={tensor_parallel_size} needs a launch whose size is a multiple of it "
+                f"(WORLD_SIZE={world_size})"
+            )
+        kwargs["tensor_parallel_size"] = tensor_parallel_size
     kwargs.update(engine_args or {})
     return kwargs
 
@@ -169,6 +179,7 @@ class VLLMEngine:
         max_model_len: int | None = None,
         seed: int = 0,
         engine_args: dict[str, Any] | None = None,
+        tensor_parallel_size: int = 1,
         **_: Any,
     ) -> None:
         import torch
@@ -185,6 +196,7 @@ class VLLMEngine:
             adapter, on_gpu=self.on_gpu, seed=seed, kv_cache_memory_bytes=kv_cache_memory_bytes,
             gpu_memory_utilization=gpu_memory_utilization, sleep_between_phases=sleep_between_phases,
             max_model_len=max_model_len, world_size=world_size, engine_args=engine_args,
+            tensor_parallel_size=tensor_parallel_size,
         )  # fmt: skip
         self.sleep_between_phases = sleep_between_phases and self.on_gpu
         # in-memory sync needs the engine core in this process (no multiprocessing, or external_launcher)

@@ -89,6 +89,7 @@ class Agent:
                 kv_cache_memory_bytes=cfg.rollout.kv_cache_memory_bytes,
                 gpu_memory_utilization=cfg.rollout.gpu_memory_utilization,
                 sleep_between_phases=cfg.rollout.sleep_between_phases,
+                tensor_parallel_size=cfg.rollout.tensor_parallel_size,
             )
         self.engine = engine
         self._engine_asleep = False  # engines start awake, holding the weights the trainer starts from

@@ -273,16 +273,21 @@ class Cohort:
         cfg = self.cfg
         t0 = time.perf_counter()
         steps: list[AgentStep] = []
+        # a rollout covers this rank's tensor-parallel group's share (T = 1, or one process: its own share)
+        rolled = self.dist.rollout_share(ids) if self.dist is not None else mine
         # prompts are rendered here, one agent after another: views share problems, whose images load lazily
         # (PIL is not thread-safe there), and processors are never run concurrently
-        jobs = [(i, agent, agent.encode(mine)) for i, agent in zip(self.indices, self.agents)]
-        rolled = self.rollout_phases.map(
+        jobs = [(i, agent, agent.encode(rolled)) for i, agent in zip(self.indices, self.agents)]
+        outputs = self.rollout_phases.map(
             lambda job: job[1].rollout(
-                mine, seed=rollout_seed(cfg.train.seed, self.step_index, job[0], draw), prompts=job[2]
+                rolled, seed=rollout_seed(cfg.train.seed, self.step_index, job[0], draw), prompts=job[2]
             ),
             jobs,
         )
-        for agent, (prompts, rollouts) in zip(self.agents, rolled):
+        for agent, (prompts, rollouts) in zip(self.agents, outputs):
+            if rolled != mine:  # keep this rank's part of its TP group's rollouts
+                kept = [i for i, r in enumerate(rollouts) if r.problem_id in mine]
+                prompts, rollouts = [prompts[i] for i in kept], [rollouts[i] for i in kept]
             answers = {  # read against the agent's own options, stated against the base problem's
                 r.problem_id: [self._base_answer(agent, r.problem_id, c.text) for c in r.completions]
                 for r in rollouts

@@ -17,9 +17,10 @@ The facts this module is built on (deepspeed 0.19.8; docs/reference.md#runtime-b
 - ZeRO-3's trace-consistency check broadcasts over WORLD from global rank 0; :func:`scope_zero3_checks` moves it
   into the agent's group (the no-grad passes that would desynchronise it are handled in :mod:`corl_vl.train.agent`).
 
-Data split inside a group: the group's ranks split the step's problem ids (contiguous shares); every rank
-still sees every agent's answers for *all* ids after the exchange, so pseudo-labels and rewards are computed
-identically everywhere.
+Placement (which ranks each agent gets, node-aware, per-agent counts) is :mod:`corl_vl.train.placement`. Data
+split inside a group: the group's ranks split the step's problem ids (contiguous shares; with rollout tensor
+parallelism each TP group's share, then each rank's part of it); every rank still sees every agent's answers
+for *all* ids after the exchange, so pseudo-labels and rewards are computed identically everywhere.
 """
 
 from __future__ import annotations
@@ -32,26 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.train.placement import Placement, nodes_from_ranks, place
 
 
-# ---------------------------------------------------------------------------------------------- placement
-def place_agents(n_agents: int, world_size: int) -> list[list[int]]:
-    """Global ranks of each agent: contiguous, disjoint, equal blocks (agent i gets ranks ``i·s … i·s+s−1``).
-
-    Equal blocks keep every agent's ZeRO partitioning and micro-batch arithmetic the same shape; contiguous
-    blocks keep an agent on one node when ranks are numbered node by node (as torchrun does).
-    """
-    if n_agents < 1:
-        raise CorlError("distributed: at least one agent is required")
-    if world_size < n_agents or world_size % n_agents:
-        raise CorlError(
-            f"distributed: {world_size} processes cannot be split evenly among {n_agents} agents "
-            f"(launch a multiple of {n_agents} processes)"
-        )
-    size = world_size // n_agents
-    return [list(range(i * size, (i + 1) * size)) for i in range(n_agents)]
-
-
+# ---------------------------------------------------------------------------------------------- shares
 def share(ids: Sequence[str], group_rank: int, group_size: int) -> list[str]:
     """This group member's contiguous share of ``ids`` (sizes differ by at most one, earlier ranks larger)."""
     base, extra = divmod(len(ids), group_size)
@@ -69,12 +54,8 @@ class AgentMPU:
     """
 
     def __init__(self, dp_group: Any, dp_ranks: list[int], single_group: Any, rank: int) -> None:
-        self._dp_group, self._dp_ranks, self._single, self._rank = (
-            dp_group,
-            list(dp_ranks),
-            single_group,
-            rank,
-        )
+        self._dp_group, self._dp_ranks = dp_group, list(dp_ranks)
+        self._single, self._rank = single_group, rank
 
     def get_data_parallel_group(self) -> Any:
         return self._dp_group
@@ -116,6 +97,7 @@ class DistContext:
     agent_index: int  # the one agent this process hosts
     dp_group: Any
     mpu: AgentMPU
+    placement: Placement | None = None  # None: the agents' groups were given directly (tests)
 
     @property
     def group_ranks(self) -> list[int]:
@@ -139,8 +121,19 @@ class DistContext:
         """Group rank 0 writes its agent's HF folder and metrics."""
         return self.group_rank == 0
 
+    @property
+    def tp_size(self) -> int:
+        return self.placement.tensor_parallel_size if self.placement is not None else 1
+
+    def rollout_share(self, ids: Sequence[str]) -> list[str]:
+        """The ids this rank's vLLM tensor-parallel group generates (every rank of a TP group: the same ids)."""
+        tp = self.tp_size
+        return share(ids, self.group_rank // tp, self.group_size // tp)
+
     def my_share(self, ids: Sequence[str]) -> list[str]:
-        return share(ids, self.group_rank, self.group_size)
+        """The ids this rank trains on: its part of its TP group's rollout share (all of it when T = 1)."""
+        tp = self.tp_size
+        return share(self.rollout_share(ids), self.group_rank % tp, tp)
 
     def barrier(self) -> None:
         import torch.distributed as dist
@@ -212,12 +205,27 @@ def disable_shm_comm() -> None:
     table["deepspeed_shm_comm"] = False
 
 
-def setup(n_agents: int, *, backend: str = "auto") -> DistContext:
-    """Join the launch's process group, create every agent's group (same order on every rank), build the mpu."""
+def node_id() -> str:
+    """Which node this process runs on: torchrun's node rank (GROUP_RANK; also with simulated nodes on one
+    machine), else the host name."""
+    import socket
+
+    return os.environ.get("GROUP_RANK") or socket.gethostname()
+
+
+def setup(
+    requests: Sequence[int | None],
+    *,
+    names: Sequence[str] | None = None,
+    tensor_parallel_size: int = 1,
+    backend: str = "auto",
+) -> DistContext:
+    """Join the launch's process group, place the agents on its nodes (:mod:`corl_vl.train.placement`; every
+    rank computes the same plan from the same gathered node ids), create every agent's group (same order on
+    every rank), build the mpu. ``requests``: each agent's ``gpus`` (None: an equal share)."""
     import torch
     import torch.distributed as dist
 
-    world = launched_world_size()
     if not dist.is_initialized():
         if backend == "auto":
             backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -225,12 +233,16 @@ def setup(n_agents: int, *, backend: str = "auto") -> DistContext:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group(backend=backend)
     rank, world = dist.get_rank(), dist.get_world_size()
-    groups = place_agents(n_agents, world)
+    node_ids: list[Any] = [None] * world
+    dist.all_gather_object(node_ids, node_id())
+    plan = place(requests, nodes_from_ranks(node_ids), tensor_parallel_size=tensor_parallel_size, names=names)
+    plan.refuse_idle()
+    groups = plan.groups
     dp_groups = [dist.new_group(ranks) for ranks in groups]  # collective: every rank, same order
     singles = [dist.new_group([r]) for r in range(world)]
     agent = next(i for i, ranks in enumerate(groups) if rank in ranks)
     mpu = AgentMPU(dp_groups[agent], groups[agent], singles[rank], rank)
-    return DistContext(rank, world, groups, agent, dp_groups[agent], mpu)
+    return DistContext(rank, world, groups, agent, dp_groups[agent], mpu, plan)
 
 
 # ---------------------------------------------------------------------------------------------- engines

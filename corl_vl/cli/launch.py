@@ -1,0 +1,168 @@
+"""``corl-vl launch``: the exact ``torchrun`` commands (one per node), or a SLURM ``sbatch`` script, for a cohort.
+
+Examples::
+
+    corl-vl launch --nodes 2 --gpus-per-node 8 --master-addr node0 --config configs/demo.yaml
+    corl-vl launch --nodes 2 --gpus-per-node 8 --slurm --write run.sbatch --config configs/demo.yaml \\
+        --set distributed.deepspeed=configs/deepspeed/zero3.json -- --output-dir /nfs/runs/demo
+
+Why a command and not a launcher of its own: torchrun (and srun around it) is the engine cluster users know; what
+corl-vl adds is the placement — how many processes each node runs (a node whose GPUs no agent uses runs fewer,
+and the plan says which GPUs are left over) — and the arguments that must agree on every node. The plan printed
+here is the one every rank computes at start (:mod:`corl_vl.train.placement`), given the same config.
+Also here: the decision of ``corl-vl train`` to start its own processes on one node with several GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from corl_vl.errors import CorlError
+
+log = logging.getLogger("corl_vl")
+TRAIN = ["-m", "corl_vl", "train"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "launch",
+        help="print the torchrun command per node (or write an sbatch script) for a multi-node cohort",
+        description="Plan a cohort's placement on N nodes and print the torchrun commands (or a SLURM script) "
+        "that run `corl-vl train` there. Arguments after `--` are passed to `corl-vl train`.",
+    )
+    parser.add_argument("--nodes", type=int, required=True, help="number of nodes")
+    parser.add_argument("--gpus-per-node", type=int, required=True, help="GPUs (processes) per node")
+    parser.add_argument("--config", metavar="FILE", required=True, help="cohort YAML (see configs/)")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="as for train"
+    )
+    parser.add_argument("--master-addr", default="127.0.0.1", help="node 0's address (not with --slurm)")
+    parser.add_argument("--master-port", type=int, default=29500, help="a free TCP port on node 0")
+    parser.add_argument(
+        "--slurm", action="store_true", help="an sbatch script (srun starts torchrun per node)"
+    )
+    parser.add_argument("--write", metavar="FILE", help="write the sbatch script (or the commands) to FILE")
+    parser.add_argument("train_args", nargs=argparse.REMAINDER, help="-- then more `corl-vl train` arguments")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from corl_vl.config import load_config
+    from corl_vl.io import write_text_atomic
+    from corl_vl.train.placement import place, simulated_nodes
+
+    cfg = load_config(args.config, list(args.overrides))
+    requests = [a.gpus for a in cfg.agents]
+    options = {"tensor_parallel_size": cfg.rollout.tensor_parallel_size, "names": cfg.agent_names()}
+    hardware = place(requests, simulated_nodes(args.nodes, args.gpus_per_node), **options)
+    nproc = hardware.used_per_node()
+    if 0 in nproc:
+        raise CorlError(f"--nodes {args.nodes}: node {nproc.index(0)} would run no agent; use fewer nodes")
+    # the ranks place themselves on the processes actually launched: show that plan, and the idle GPUs
+    plan = place(
+        requests, [list(range(sum(nproc[:i]), sum(nproc[: i + 1]))) for i in range(len(nproc))], **options
+    )
+    extra = args.train_args[1:] if args.train_args[:1] == ["--"] else list(args.train_args)
+    program = [*TRAIN, "--config", args.config, *(x for o in args.overrides for x in ("--set", o)), *extra]
+    if not cfg.distributed.deepspeed:
+        log.warning(
+            "distributed.deepspeed is not set: add --set distributed.deepspeed=configs/deepspeed/zero2.json"
+        )
+    idle = [hardware.leftover_line()] if hardware.leftover else []
+    notes = [f"# {line}" for line in plan.lines() + idle]
+    notes.append(
+        f"# the run folder ({cfg.train.output_dir} unless --output-dir) must be shared by every node"
+    )
+    if args.slurm:
+        text = "\n".join(sbatch_script(nproc, args.gpus_per_node, args.master_port, program, notes)) + "\n"
+    else:
+        commands = [
+            shlex.join(torchrun_command(nproc, node, args.master_addr, args.master_port, program))
+            for node in range(len(nproc))
+        ]
+        text = "\n".join([*notes, *(f"# node {i}:\n{c}" for i, c in enumerate(commands))]) + "\n"
+    if args.write:
+        write_text_atomic(args.write, text)
+        print(f"wrote {args.write}")
+    else:
+        print(text, end="")
+    return 0
+
+
+def torchrun_command(
+    nproc: Sequence[int], node: int, master_addr: str, master_port: int, program: Sequence[str]
+) -> list[str]:
+    """Node ``node``'s torchrun command; ``nproc``: processes per node (node order = global rank order)."""
+    return [
+        "torchrun",
+        f"--nnodes={len(nproc)}",
+        f"--node_rank={node}",
+        f"--nproc_per_node={nproc[node]}",
+        f"--master_addr={master_addr}",
+        f"--master_port={master_port}",
+        *program,
+    ]
+
+
+def sbatch_script(
+    nproc: Sequence[int], gpus_per_node: int, master_port: int, program: Sequence[str], notes: Sequence[str]
+) -> list[str]:
+    """An sbatch script: one srun task per node, each a torchrun with that node's process count (needs SLURM)."""
+    counts = " ".join(str(n) for n in nproc)
+    inner = (
+        f'n=({counts}); exec torchrun --nnodes="$SLURM_NNODES" --node_rank="$SLURM_NODEID" '
+        f'--nproc_per_node="${{n[$SLURM_NODEID]}}" --master_addr="$MASTER_ADDR" --master_port={master_port} '
+        + shlex.join(program)
+    )
+    return [
+        "#!/bin/bash",
+        "#SBATCH --job-name=corl-vl",
+        f"#SBATCH --nodes={len(nproc)}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --gpus-per-node={gpus_per_node}",
+        "#SBATCH --output=corl-vl-%j.out",
+        *notes,
+        "set -euo pipefail",
+        'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "export MASTER_ADDR",
+        f"srun --kill-on-bad-exit=1 bash -c {shlex.quote(inner)}",
+    ]
+
+
+def self_launch_processes(cfg: Any, visible_gpus: int, env: Mapping[str, str]) -> int | None:
+    """How many processes ``corl-vl train`` should start on this node itself (None: run in this process).
+
+    Only when nothing launched it (no torchrun variables), more than one GPU is visible, the config names a
+    DeepSpeed file (one engine per agent's group) and there is at least one GPU per agent. The count is the sum
+    of ``agents[i].gpus`` when every agent sets it (the other GPUs are reported), else every visible GPU.
+    """
+    if "WORLD_SIZE" in env or "LOCAL_RANK" in env or visible_gpus < 2:
+        return None
+    n_agents = len(cfg.agents)
+    if not cfg.distributed.deepspeed or visible_gpus < n_agents:
+        why = (
+            "distributed.deepspeed is not set"
+            if cfg.distributed.deepspeed is None
+            else "fewer GPUs than agents"
+        )
+        log.info("%d GPUs visible; one process runs every agent (%s)", visible_gpus, why)
+        return None
+    asked = [a.gpus for a in cfg.agents]
+    if None in asked:
+        return visible_gpus
+    if sum(asked) > visible_gpus:
+        raise CorlError(f"agents[i].gpus: the agents ask for {sum(asked)} GPUs, {visible_gpus} are visible")
+    if sum(asked) < visible_gpus:
+        log.warning("agents[i].gpus use %d of %d visible GPUs; %d left over", sum(asked), visible_gpus,
+                    visible_gpus - sum(asked))  # fmt: skip
+    return sum(asked)
+
+
+def self_launch_command(nproc: int, train_argv: Sequence[str], python: str) -> list[str]:
+    """torch's own launcher, on this node, running ``corl-vl train`` again in ``nproc`` processes."""
+    return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+            "-m", "corl_vl", *train_argv]  # fmt: skip
