@@ -168,7 +168,5 @@ def test_the_launch_commands_in_docs_scaling_print_the_commands_shown_there(tmp_
     printed = _commands(capsys.readouterr().out)
     shown = _doc_commands("torchrun --nnodes")
     assert len(printed) == len(shown) == 2
-    for got, doc in zip(printed, shown):
-        cut = doc.index("--config")  # the docs elide the config path
-        assert got[:cut] == doc[:cut] and got[-2:] == doc[-2:]
+    assert printed == shown
     assert "srun" in (tmp_path / "pair.sbatch").read_text()

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from corl_vl.errors import CorlError
-from corl_vl.train.checkpoint_layout import read_meta
 
 __all__ = ["EvalModels", "expand_models", "is_run_dir"]
 
@@ -94,6 +93,8 @@ def expand_models(
         next(plain)
         run = Path(value)
         ckpt = _checkpoint(run, step)
+        from corl_vl.train.checkpoint_layout import read_meta  # the trainer's format; eval is imported by it
+
         agents = read_meta(ckpt)["agents"]  # names checked before they become paths
         bases = _base_models(run) if baselines else {}
         prefix = f"{run.name}-" if len(runs) > 1 else ""  # several runs: keep their agents apart
