@@ -55,3 +55,18 @@ def test_a_run_that_cannot_train_says_why_after_its_first_step(tmp_path, caplog)
     warnings = [r.getMessage() for r in caplog.records if "nothing trained" in r.getMessage()]
     assert len(warnings) == 1
     assert "step 1: every agent parsed no answer" in warnings[0] and "corl-vl demo" in warnings[0]
+
+
+def test_eval_of_a_tiny_model_gets_a_small_budget_and_says_so(tmp_path, fixtures_dir, capsys):
+    """Random tiny models never stop: without --max-new-tokens their responses are capped at a few dozen
+    tokens (not the benchmark's thousands), and one line says so and names the flag."""
+    data = fixtures_dir / "eval" / "math500" / "test.json"
+    out = tmp_path / "eval"
+    argv = ["eval", "--model", "tiny-qwen2.5", "--benchmark", "math500", "--data", str(data), "--limit", "2"]
+    assert main([*argv, "--output-dir", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "small model" in err and "at most 64 new tokens" in err and "--max-new-tokens" in err
+    rows = [
+        json.loads(line) for line in next(out.glob("generations/*/math500.jsonl")).read_text().splitlines()
+    ]
+    assert rows and all(len(r["responses"][0]) < 64 * 24 for r in rows)  # ≤ 64 tokens of at most a few chars

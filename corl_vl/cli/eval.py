@@ -302,6 +302,27 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+# a model this small is a tiny test or demo model: random ones never stop, warm-started ones answer in a few
+# tokens, so the benchmark's budget (thousands of tokens) would only make the run take minutes
+SMALL_MODEL_PARAMS = 20_000_000
+SMALL_MODEL_TOKENS = 64
+
+
+def _small_model_budget(generator: Any, label: str) -> int | None:
+    """``SMALL_MODEL_TOKENS`` for a model under ``SMALL_MODEL_PARAMS`` parameters (said once), else None."""
+    from model_adapters.checkpoint_info import count_parameters
+
+    folder = Path(generator.adapter.model_path)
+    size = count_parameters(folder) if folder.is_dir() else 0  # a hub id: a real model
+    if not 0 < size < SMALL_MODEL_PARAMS:
+        return None
+    _warn(
+        f"{label} is a small model ({size / 1e6:.1f} M parameters): at most {SMALL_MODEL_TOKENS} new tokens "
+        "per response unless --max-new-tokens says otherwise"
+    )
+    return SMALL_MODEL_TOKENS
+
+
 def _generate_and_score(
     args: argparse.Namespace, names: list[str], several: bool
 ) -> dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]]:
@@ -330,9 +351,13 @@ def _generate_and_score(
                     continue
                 samples = args.samples or max(spec.samples, args.ensemble or 1)
                 decoding = default_decoding(
-                    spec.multimodal, samples, temperature=args.temperature, top_p=args.top_p,
-                    max_new_tokens=args.max_new_tokens, seed=args.seed,
-                )  # fmt: skip
+                    spec.multimodal,
+                    samples,
+                    temperature=args.temperature,
+                    top_p=args.top_p,
+                    max_new_tokens=args.max_new_tokens or _small_model_budget(generator, label),
+                    seed=args.seed,
+                )
                 cache = args.output_dir / "generations" / label / f"{name}.jsonl"
                 generated[name][label] = generator.generate(
                     problems[name],

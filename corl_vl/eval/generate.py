@@ -288,7 +288,7 @@ class Generator:
                     bar.note(
                         f"corl-vl eval: {description}: max_new_tokens {decoding.max_new_tokens} does not fit the "
                         f"context length {self.context_length} minus the prompt ({longest} tokens); capped at "
-                        f"{budget} (prompt + completion must fit the context)"
+                        f"{budget} (prompt + completion must fit the context; set --max-new-tokens to choose)"
                     )
                 rollouts = self.engine.generate(
                     chunk, k=decoding.samples, temperature=decoding.temperature, top_p=decoding.top_p,
