@@ -142,6 +142,13 @@ def tiny_pair_experiment(cfg: CohortConfig) -> CohortConfig:
     presets = [PRESETS.get(a.model) for a in cfg.agents]
     if not all(p is not None and p.tiny for p in presets) or cfg.experiment is not None:
         return cfg
+    if cfg.data.train != "synthetic":
+        log.warning(
+            "--pair: tiny presets on %s start from random weights (the warm-started bases are for synthetic data): "
+            "expect no parseable answers, so nothing trains",
+            cfg.data.train,
+        )
+        return cfg
     if len(cfg.agents) != 2:
         log.warning(
             "--pair: the warm-started bases exist for pairs of tiny presets, not %d agents; these random models "

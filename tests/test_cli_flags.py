@@ -9,6 +9,7 @@ import math
 import pytest
 
 from corl_vl.cli import main
+from corl_vl.errors import CorlError
 from corl_vl.io import os_error_line
 
 
@@ -160,7 +161,7 @@ def test_errno_hints(code, needle):
     assert line is not None and line.startswith("/some/path: ") and needle in line
 
 
-def test_greedy_eval_of_a_nan_model_warns(capsys, tmp_path):
+def test_greedy_eval_of_a_nan_model_is_one_line_naming_the_model(tmp_path):
     import torch
 
     from corl_vl.data import to_text_problem
@@ -173,9 +174,13 @@ def test_greedy_eval_of_a_nan_model_warns(capsys, tmp_path):
             param.fill_(math.nan)
     problems = [to_text_problem(p) for p in generate_problems(2, seed=1)]
     greedy = Decoding(temperature=0.0, top_p=1.0, max_new_tokens=3, samples=1)
-    generator.generate(problems, greedy, tmp_path / "cache.jsonl", progress=False, description="nan · test")
-    err = capsys.readouterr().err
-    assert "nan · test: 2 of 2 responses are empty or have non-finite log-probabilities" in err
+    with pytest.raises(CorlError) as err:
+        generator.generate(
+            problems, greedy, tmp_path / "cache.jsonl", progress=False, description="nan · test"
+        )
+    line = str(err.value)
+    assert line.startswith(f"nan · test: model {generator.adapter.model_path}: ") and "NaN/inf" in line
+    assert "\n" not in line
 
 
 @pytest.mark.parametrize(

@@ -108,7 +108,7 @@ def test_pair_picks_the_recipe_by_modality():
     mine, note = pair_data_defaults(["qwen2.5-3b", "qwen3-1.7b"], ["data.train=my/data"])
     assert mine == ["data.train=my/data"] and note is None
     tiny, note = pair_data_defaults(["tiny-qwen2.5-vl", "tiny-internvl3.5"], ["data.train=x"])
-    assert tiny == ["grpo.max_new_tokens=16", "data.train=x"]
+    assert tiny == ["grpo.max_new_tokens=16", "train.lr=2e-4", "data.train=x"]
 
 
 def test_pair_configs_train_on_recipes():
@@ -131,7 +131,7 @@ def test_train_pair_on_a_hub_layout_folder(tmp_path, capsys):
             "--set", "data.problems_per_step=2", "--set", "grpo.k=2", "--set", "train.plot=false",
             "--max-steps", "1", "--output-dir", str(run), "--no-progress"]  # fmt: skip
     assert main(argv) == 0
-    assert "grpo.max_new_tokens=16" in capsys.readouterr().out
+    assert "grpo.max_new_tokens=16" in capsys.readouterr().err
     for agent in ("tiny-qwen2.5-vl", "tiny-internvl3.5"):
         rows = (run / "agents" / agent / "metrics.jsonl").read_text().splitlines()
         assert json.loads(rows[0])["step"] == 0

@@ -59,11 +59,19 @@ def configure_logging(level: str, library_progress: bool = False) -> None:
     logger = logging.getLogger("corl_vl")
     logger.setLevel(level.upper())
     if not any(getattr(h, "_corl_vl", False) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _Stderr()
         handler.setFormatter(_Format())
         handler._corl_vl = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
         logger.propagate = False
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a line is logged (a caller may have replaced it since)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
 
 
 class _Format(logging.Formatter):

@@ -98,8 +98,10 @@ def run(args: argparse.Namespace) -> int:
         overrides, choice = pair_data_defaults(presets, overrides)  # data by modality; --set still wins
         if choice:
             log.info(choice)
-        cfg = tiny_pair_experiment(pair_config(presets))  # the experiment section first, so --set reaches it
-        cfg = finalize(apply_overrides(cfg, overrides), "--pair")
+        # the tiny pair's experiment section is added once the data is known; --set experiment.* then reaches it
+        later = [item for item in overrides if item.strip().startswith("experiment.")]
+        cfg = pair_config(presets, [item for item in overrides if item not in later])
+        cfg = finalize(apply_overrides(tiny_pair_experiment(cfg), later), "--pair")
     check_config_not_overwritten(args.config, cfg.train.output_dir, resume=args.resume)
     # one node, several GPUs: torch's launcher runs this same command in nproc processes. Only a DeepSpeed
     # config may do that, so other runs do not pay for importing torch to count GPUs

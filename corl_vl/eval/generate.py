@@ -290,10 +290,13 @@ class Generator:
                         f"context length {self.context_length} minus the prompt ({longest} tokens); capped at "
                         f"{budget} (prompt + completion must fit the context; set --max-new-tokens to choose)"
                     )
-                rollouts = self.engine.generate(
-                    chunk, k=decoding.samples, temperature=decoding.temperature, top_p=decoding.top_p,
-                    max_new_tokens=budget, seed=decoding.seed + start, prompts=prompts,
-                )  # fmt: skip
+                try:
+                    rollouts = self.engine.generate(
+                        chunk, k=decoding.samples, temperature=decoding.temperature, top_p=decoding.top_p,
+                        max_new_tokens=budget, seed=decoding.seed + start, prompts=prompts,
+                    )  # fmt: skip
+                except CorlError as err:  # e.g. NaN next-token scores: say which model, not only what
+                    raise CorlError(f"{description}: model {self.adapter.model_path}: {err}") from None
                 rows = []
                 for problem, rollout in zip(chunk, rollouts):
                     if rollout.problem_id != problem.id:

@@ -172,13 +172,15 @@ class Agent:
         extra = {"min_new_tokens": grpo.min_new_tokens} if grpo.min_new_tokens else {}
         samples = grpo.votes or grpo.k  # grpo.votes: more completions for the vote, k of them trained
         try:
-            with engine_errors(self.name), self.backend.inference_weights():
+            with self.backend.inference_weights():
                 rollouts = engine.generate(
                     problems, k=samples, temperature=grpo.temperature, top_p=grpo.top_p,
                     max_new_tokens=grpo.max_new_tokens, seed=seed, prompts=prompts, **extra,
                 )  # fmt: skip
-        except NonFiniteLogits as err:
+        except NonFiniteLogits as err:  # which weights and checkpoint, not only which engine
             raise rollout_error(self, err) from None
+        except CorlError as err:  # e.g. a failure inside vLLM: also say whose engine it is
+            raise CorlError(f"agent {self.name}: {err}") from err
         got = [r.problem_id for r in rollouts]
         if got != list(ids):
             raise CorlError(
