@@ -83,11 +83,17 @@ def render_markdown(table: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str
     """report.md: overall accuracy (%) per run × benchmark, then each benchmark's main metrics."""
     runs = list(table)
     benchmarks = list(dict.fromkeys(b for run in table.values() for b in run))
+    runs = [run for run in runs if table[run]]
     lines = [
         "# Evaluation report",
         "",
         "Overall (%; We-Math: strict score), by each run's --scoring (default: the benchmark's official rules). "
         "Records without a response count as wrong.",
+        "",
+        "**Which number to quote:** `overall` (this table, `results.json` `overall`) under official scoring "
+        "is the comparable score: it applies each benchmark's published rules, quirks included, so it stands "
+        "next to published tables. `overall_verified` (below) is what the model got right by lenient "
+        "extraction and mathematical equivalence; quote it only as such, never in a table of official scores.",
         "",
     ]
     lines.append("| run | " + " | ".join(benchmarks) + " |")
@@ -124,10 +130,34 @@ def _scoring_table(
         return []
     head = [
         "", "## Official vs verified scoring", "",
-        "Official: each benchmark's published rules (comparable with published tables). Verified: lenient "
-        "extraction + mathematical equivalence. Disagree: records whose two verdicts differ.", "",
+        "Official (`overall_official`): each benchmark's published rules (comparable with published tables). "
+        "Verified (`overall_verified`): lenient extraction + mathematical equivalence. Disagree: records whose "
+        "two verdicts differ.", "",
         "| run | benchmark | official | verified | disagree |", "|---|---|---:|---:|---:|",
     ]  # fmt: skip
+    return head + rows + _disagreement_table(table, runs, benchmarks)
+
+
+def _disagreement_table(
+    table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: list[str], benchmarks: list[str]
+) -> list[str]:
+    """The disagreements by category (which scoring accepts, and whether the extractions differ)."""
+    rows = [
+        f"| {run} | {bench} | {category} | {count} |"
+        for run in runs
+        for bench in benchmarks
+        if (res := table[run].get(bench)) is not None
+        for category, count in (res.get("disagree_categories") or {}).items()
+    ]
+    if not rows:
+        return []
+    head = [
+        "",
+        "Disagreements by category:",
+        "",
+        "| run | benchmark | category | records |",
+        "|---|---|---|---:|",
+    ]
     return head + rows
 
 
@@ -138,7 +168,7 @@ def plot_bars(table: Mapping[str, Mapping[str, Mapping[str, Any]]], path: Path) 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = list(table)
+    runs = [run for run in table if table[run]]
     benchmarks = list(dict.fromkeys(b for run in table.values() for b in run))
     width = 0.8 / max(1, len(runs))
     fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(benchmarks) * max(1, len(runs)) ** 0.5 + 2), 3.6))
@@ -171,6 +201,11 @@ def write_outputs(
     otherwise each goes to ``output_dir/<run>/<benchmark>/``.
     """
     pairs = [(run, bench) for run, by_bench in runs.items() for bench in by_bench]
+    if not pairs:  # checked before writing: a report without a single score is no report
+        raise CorlError(
+            f"{output_dir}: nothing to report, every requested benchmark was skipped for every model "
+            f"(see the warnings above); pick a benchmark the model can read"
+        )
     written: dict[str, Path] = {}
     for run, bench in pairs:
         folder = output_dir if len(pairs) == 1 else output_dir / run / bench
