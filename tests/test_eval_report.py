@@ -69,3 +69,16 @@ def test_report_says_which_number_to_quote_and_counts_disagreements():
     report = render_markdown({"model": {"mathverse": results}})
     assert "**Which number to quote:** `overall`" in report and "`overall_verified`" in report
     assert "| model | mathverse | verified accepts: same extraction, different comparison | 1 |" in report
+
+
+def test_a_lone_surrogate_is_written_as_a_replacement_character_and_counted(tmp_path):
+    problems = [Problem("1", "q", answer="12"), Problem("2", "q", answer="3")]
+    responses = {"1": ["\\boxed{1\u200b2} \ud800"], "2": ["The answer is 3. \udc00"]}
+    results, records = score_responses("math500", problems, responses)
+    assert results["overall"] == 1.0
+    write_outputs(tmp_path, {"model": {"math500": (results, records)}})
+    assert json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))["n_replaced_characters"] == 2
+    rows = [
+        json.loads(line) for line in (tmp_path / "responses.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    assert [r["response"] for r in rows] == ["\\boxed{1\u200b2} \ufffd", "The answer is 3. \ufffd"]

@@ -6,8 +6,10 @@ braces), then the last ``<answer>…</answer>``, then "the (final) answer is …
 completion with none of these has *no* answer (None) instead of letting the last number of a ramble vote; that
 fallback exists only when asked for (``last_number_fallback=True``).
 
-Every step is a linear scan or a linear-time regular expression, so 100 kB responses and thousands of nested
-braces cost microseconds to milliseconds.
+Every step is a linear scan or a linear-time regular expression; the markers (``\\boxed``, ``<answer>``) are
+found anywhere, the prose steps read the last :data:`MAX_READ_CHARS` characters, so a 1 MB hostile response
+costs milliseconds. Format characters are removed and lone surrogates replaced first
+(:mod:`corl_vl.answers.clean`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from corl_vl.answers import lenient
+from corl_vl.answers.clean import for_reading
 from corl_vl.answers.lenient import unemphasize
 from corl_vl.answers.options import Options, letter_of, parse_options
 from corl_vl.errors import CorlError
@@ -35,9 +38,11 @@ MODE_ORDERS: dict[str, tuple[str, ...]] = {
 MATH_VERIFY_EXTRACT_TIMEOUT_S = 5.0
 #: Answers longer than this are truncated prose, not answers.
 MAX_ANSWER_CHARS = 2000
+#: The prose steps read only the end of a response (from a word boundary): the final answer is there, and a
+#: bounded window keeps every step's cost bounded on hostile megabyte responses (docs/grading.md).
+MAX_READ_CHARS = 32_000
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _ANSWER_PHRASE = re.compile(
     r"(?:\b(?:the\s+)?(?:final\s+|correct\s+)?answer\s*(?:is|:)|\*\*answer:?\*\*:?)[ \t]*:?[ \t]*",
     re.IGNORECASE,
@@ -53,6 +58,16 @@ _WORD = re.compile(r"[A-Za-z]{2,}")  # a word outside LaTeX commands: "12 cm" ha
 _COMMAND = re.compile(r"\\[A-Za-z]+|\\text\s*\{[^{}]*\}")
 
 
+def tail_words(text: str, limit: int) -> str:
+    """The last ``limit`` characters, starting after a whitespace so that no number or word is cut in two
+    (the last digits of a long number would read as another number); "" when the window has no whitespace."""
+    if len(text) <= limit:
+        return text
+    window = text[-limit:]
+    m = re.search(r"\s", window)
+    return "" if m is None else window[m.end() :]
+
+
 def _boxed_content(text: str) -> str | None:
     """Content of the last ``\\boxed{…}``/``\\fbox{…}`` (braces balanced) or ``\\boxed 5``; None if unbalanced."""
     matches = list(_BOXED.finditer(text))
@@ -64,7 +79,7 @@ def _boxed_content(text: str) -> str | None:
         i += 1
     if i < n and text[i] == "{":
         depth = 0
-        for j in range(i, n):
+        for j in range(i, min(n, i + MAX_ANSWER_CHARS + 2)):  # a longer box is prose, not an answer
             ch = text[j]
             if ch == "\\":  # skip escaped characters such as \{ and \}
                 continue
@@ -80,11 +95,16 @@ def _boxed_content(text: str) -> str | None:
 
 
 def _answer_tag(text: str) -> str | None:
-    last = None
-    for m in _ANSWER_TAG.finditer(text):
-        last = m.group(1)
-    if last is None:
+    """The content of the last closed ``<answer>…</answer>`` (the innermost when tags nest), found with two
+    reverse searches: a lazy ``<answer>(.*?)</answer>`` scan is quadratic on many unclosed tags."""
+    lower = text.lower()
+    close = lower.rfind("</answer>")
+    if close == -1:
         return None
+    start = lower.rfind("<answer>", 0, close)
+    if start == -1:
+        return None
+    last = text[start + len("<answer>") : close]
     inner = _boxed_content(last)
     return inner if inner is not None else last
 
@@ -175,18 +195,29 @@ def _math_verify(text: str, _options: Options | None) -> str | None:
     from corl_vl.answers import mathverify_pool
     from corl_vl.answers.equivalence import MAX_BRACE_DEPTH, _max_depth
 
-    tail = text[-4 * MAX_ANSWER_CHARS :]
+    tail = tail_words(text, 4 * MAX_ANSWER_CHARS)
     if _max_depth(tail) > MAX_BRACE_DEPTH:  # deep nesting only slows sympy down; no answer is that deep
         return None
     return mathverify_pool.extract(tail, MATH_VERIFY_EXTRACT_TIMEOUT_S)
 
 
+def strip_dollars(text: str) -> str:
+    """``text`` without outer whitespace and matching pairs of outer ``$`` (one linear pass, no copies)."""
+    i, j = 0, len(text)
+    while True:
+        while i < j and text[i].isspace():
+            i += 1
+        while j > i and text[j - 1].isspace():
+            j -= 1
+        if j - i < 2 or text[i] != "$" or text[j - 1] != "$":
+            return text[i:j]
+        i, j = i + 1, j - 1
+
+
 def _clean(answer: str | None, options: Options | None) -> str | None:
     if answer is None:
         return None
-    s = answer.strip()
-    while len(s) >= 2 and s[0] == "$" and s[-1] == "$":
-        s = s[1:-1].strip()
+    s = strip_dollars(answer)
     s = s.rstrip(".").strip()
     if options is not None:  # "B because …" / "(B) 145°" → the letter; "A, B and D" names no single one
         if _LETTER_LIST.match(s):
@@ -228,13 +259,15 @@ def extract_answer(
     unknown = [name for name in steps if name not in _STEPS]
     if unknown:
         raise CorlError(f"unknown answer extraction step {unknown[0]!r}; choose from {sorted(_STEPS)}")
+    text = for_reading(text)
+    tail = tail_words(text, MAX_READ_CHARS)
     declined: bool | None = None
     for name in steps:
         if name in _GUESSES:  # a response that ends by declining to answer gives no guessed answer
-            declined = lenient.declines(unemphasize(text)) if declined is None else declined
+            declined = lenient.declines(unemphasize(tail)) if declined is None else declined
             if declined:
                 return None
-        raw = _STEPS[name](text, options)
+        raw = _STEPS[name](text if name in _ANYWHERE else tail, options)
         if raw is lenient.NO_ANSWER:
             return None
         found = _clean(raw, options)
@@ -243,6 +276,8 @@ def extract_answer(
     return None
 
 
+#: Steps that find an explicit marker anywhere in the response (linear string searches).
+_ANYWHERE = frozenset({"boxed", "answer_tag"})
 _STEPS: dict[str, Callable[[str, Options | None], str | None]] = {
     "boxed": lambda text, _o: _boxed_content(text),
     "answer_tag": lambda text, _o: _answer_tag(text),

@@ -75,7 +75,7 @@ _MATH_SPAN = re.compile(r"\s*(?:approximately\s+|about\s+)?(?:\$([^$]{1,200})\$|
 # A closing statement that declines to answer: the numbers and letters before it are not an answer.
 _DECLINES = re.compile(
     r"\b(?:cannot|can ?not|can't|unable to|impossible to|not possible to|isn't possible|is not possible"
-    r"|no way to)\b[^.]*\b(?:determine|answer|solve|calculate|find|provide|compute|say|tell|be found|complete)"
+    r"|no way to)\b[^.]{0,200}?\b(?:determine|answer|solve|calculate|find|provide|compute|say|tell|be found|complete)"
     r"|\bplease provide\b|\b(?:not|n't) (?:enough|sufficient) information\b|\bmore (?:information|details)\b"
     r"|\bis missing\b|\bnone of the (?:options|choices|answers)\b|\b(?:not|n't) (?:among|in) the (?:options|choices)\b"
     r"|\b(?:an? )?(?:error|mistake|typo)s? in the (?:problem|question|options|choices)"

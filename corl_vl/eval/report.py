@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from corl_vl.answers.clean import encodable
 from corl_vl.errors import CorlError
 from corl_vl.eval.scoring.base import RecordScore
 from corl_vl.io import atomic_file, read_jsonl, write_jsonl_atomic, write_text_atomic
@@ -24,9 +25,18 @@ _REPORT_METRICS = {
 
 # ---------------------------------------------------------------------------------------------- writing
 def write_run(folder: Path, results: Mapping[str, Any], records: Mapping[str, RecordScore]) -> None:
-    """``results.json`` and ``responses.jsonl`` (response, extracted, correct per record) in ``folder``."""
-    write_text_atomic(folder / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    write_jsonl_atomic(folder / "responses.jsonl", (r.to_json() for r in records.values()))
+    """``results.json`` and ``responses.jsonl`` (response, extracted, correct per record) in ``folder``.
+
+    Text that UTF-8 cannot encode (lone surrogates in a response) is written as U+FFFD, never dropped;
+    ``results.json`` counts the replacements in ``n_replaced_characters``."""
+    rows, replaced = [], 0
+    for record in records.values():
+        row, n = encodable(record.to_json())
+        rows.append(row)
+        replaced += n
+    out = {**results, "n_replaced_characters": replaced}
+    write_text_atomic(folder / "results.json", json.dumps(out, indent=2, ensure_ascii=False) + "\n")
+    write_jsonl_atomic(folder / "responses.jsonl", rows)
 
 
 # ---------------------------------------------------------------------------------------------- reading
