@@ -21,6 +21,7 @@ from corl_vl.answers import lenient
 from corl_vl.answers.clean import for_reading
 from corl_vl.answers.lenient import unemphasize
 from corl_vl.answers.options import Options, letter_of, parse_options
+from corl_vl.answers.units import value_of
 from corl_vl.errors import CorlError
 
 DEFAULT_ORDER: tuple[str, ...] = ("boxed", "answer_tag", "answer_phrase", "option_letter")
@@ -55,7 +56,10 @@ _LETTER_LIST = re.compile(r"^\(?[A-Za-z]\)?\s*(?:,|&|/|\band\b|\bor\b)\s*\(?[A-Z
 _GUESSES = frozenset({"option_phrase", "stated_value", "last_number", "math_verify"})
 _NOT_MATH = re.compile(r"[^\x20-\x7e°π√−×÷≤≥≠∞·²³]")
 _WORD = re.compile(r"[A-Za-z]{2,}")  # a word outside LaTeX commands: "12 cm" has one, prose has several
-_COMMAND = re.compile(r"\\[A-Za-z]+|\\text\s*\{[^{}]*\}")
+# \text{…} whole first ("\text{Evelyn}" is a LaTeX-wrapped answer), environment names with their command
+_COMMAND = re.compile(
+    r"\\(?:text|textbf|mathrm|mbox)\s*\{[^{}]*\}|\\(?:begin|end)\s*\{[A-Za-z*]+\}|\\[A-Za-z]+"
+)
 
 
 def tail_words(text: str, limit: int) -> str:
@@ -132,7 +136,8 @@ def _sentence_end(rest: str) -> int:
         if ch == "$":
             in_math = not in_math
         elif ch == "." and not in_math and (k + 1 == len(rest) or rest[k + 1].isspace()):
-            return k
+            if not lenient.abbreviation(rest, k):
+                return k
     return len(rest)
 
 
@@ -145,8 +150,8 @@ def _option_letter(text: str, options: Options | None, anywhere: bool = True) ->
     if letter is not None:
         return letter
     lines = stripped.splitlines()
-    if lines:
-        m = re.match(r"^\s*\(?([A-Za-z])[.):]\s", lines[-1] + " ")
+    if lines and not _LETTER_LIST.match(lines[-1].strip()):  # "D, because …" names D; "A, B and D" none
+        m = re.match(r"^\s*\(?([A-Za-z])[.):,]\s", lines[-1] + " ")
         if m and letter_of(m.group(1), options) is not None:
             return m.group(1)
     if not anywhere:
@@ -170,8 +175,11 @@ def _bare(text: str, options: Options | None) -> str | None:
     s = text.strip()
     if not s or len(s) > MAX_BARE_CHARS or "\n" in s:
         return None
-    if options is not None and any(s.lower() == v.lower() for v in options.values if v):
-        return s
+    if options is not None and any(_same_text(s, v) for v in options.values if v):
+        return s  # an option's text, whatever it holds (numbers in a prose option are not its answer)
+    value, unit = value_of(s)
+    if unit is not None or value != s:  # "Area $=9 \pi \mathrm{cm}^{2}$", "35°": the whole answer
+        return s if _bare(value, None) is not None else None
     if (
         _NOT_MATH.search(s) or "**" in s or "__" in s or _BOXED.search(s) or "<answer>" in s.lower()
     ):  # other scripts, markdown: prose or a marker
@@ -182,6 +190,13 @@ def _bare(text: str, options: Options | None) -> str | None:
     if words and not (re.search(r"\d", s) and s.rstrip(".").endswith(words[0])):  # "12 cm", not "hello"
         return None
     return s
+
+
+def _same_text(a: str, b: str) -> bool:
+    """Two spellings of one option text: case, outer ``$``, a final full stop and spacing do not matter."""
+    return " ".join(strip_dollars(a).rstrip(".").lower().split()) == " ".join(
+        strip_dollars(b).rstrip(".").lower().split()
+    )
 
 
 def _lenient(
@@ -220,6 +235,8 @@ def _clean(answer: str | None, options: Options | None) -> str | None:
     s = strip_dollars(answer)
     s = s.rstrip(".").strip()
     if options is not None:  # "B because …" / "(B) 145°" → the letter; "A, B and D" names no single one
+        if any(_same_text(s, v) for v in options.values if v):
+            return s  # an option's own text ("A circle") is never read as a letter
         if _LETTER_LIST.match(s):
             return None
         m = re.match(r"^\(?([A-Za-z])\)?(?:[.):,]|\s|$)", s)
@@ -260,6 +277,10 @@ def extract_answer(
     if unknown:
         raise CorlError(f"unknown answer extraction step {unknown[0]!r}; choose from {sorted(_STEPS)}")
     text = for_reading(text)
+    if options is not None and len(text) <= MAX_ANSWER_CHARS:
+        whole = text.strip()
+        if any(_same_text(whole, v) for v in options.values if v):
+            return _clean(whole, options)  # the response is one option's text, whatever that text says
     tail = tail_words(text, MAX_READ_CHARS)
     declined: bool | None = None
     for name in steps:

@@ -98,10 +98,17 @@ def _until_sentence_end(rest: str) -> str | None:
         if ch == "$":
             in_math = not in_math
         elif ch in ".!?" and not in_math and (k + 1 == len(rest) or rest[k + 1].isspace()):
-            return rest[:k]
+            if not (ch == "." and abbreviation(rest, k)):
+                return rest[:k]
         if k > MAX_SENTENCE_CHARS:
             return None
     return rest
+
+
+def abbreviation(text: str, k: int) -> bool:
+    """Whether the full stop at ``text[k]`` closes a dotted abbreviation such as "S.A." or "e.g." (letter,
+    dot, letter, dot) rather than a sentence."""
+    return k >= 3 and text[k - 1].isalpha() and text[k - 2] == "." and text[k - 3].isalpha()
 
 
 def marker(text: str) -> str | None:

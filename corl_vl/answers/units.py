@@ -21,7 +21,7 @@ _WRAPPED_UNIT = (
 _PLAIN_UNIT = r"([A-Za-z]{1,12}(?:\s+[A-Za-z]{2,12}){0,2})"
 _POWER = r"(?:\s*\$?\s*\^\s*\{?\s*([23])\s*\}?\s*\$?|([²³]))?"
 _UNIT_TAIL = re.compile(rf"(?:(?<=[\d}}).\s])|(?<=\d))\s*(?:{_WRAPPED_UNIT}|{_PLAIN_UNIT}){_POWER}\s*\.?\s*$")
-_VALUE = re.compile(r"^[-+]?(?:\d|\.\d|\\frac|\\dfrac|\\sqrt|\\pi)[\d\s.,{}\\a-z+\-*/^()]*(?<=[\d})])$")
+_VALUE = re.compile(r"^[-+]?(?=\d|\.\d|\\frac|\\dfrac|\\sqrt|\\pi)[\d\s.,{}\\a-z+\-*/^()]*(?:[\d})]|\\pi)$")
 _LABEL = re.compile(
     r"^\s*(?:\\(?:mathrm|text)\s*\{\s*([A-Za-z][A-Za-z. ]*)\}|([A-Za-z][A-Za-z.]*(?:\s+[A-Za-z.]+){0,5}))"
     r"\s*\$*\s*=\s*"

@@ -118,6 +118,17 @@ def letter_gold_equivalent(gold: str, extracted: str, choices: Sequence[str]) ->
     return bool(equivalent(options.values[index], extracted, choices))
 
 
+def states_gold(response: str, gold: str | None) -> bool:
+    """Whether the whole response is the gold answer, spelled the same up to ``$``, spacing and a final full
+    stop ("domain: [-4, 0) and range: (-3, 1]" is correct even though no rule extracts a single value)."""
+    from corl_vl.answers.extract import strip_dollars
+    from corl_vl.answers.normalize import canonical
+
+    if gold is None or not gold.strip() or len(response) > 2 * len(gold) + 20:
+        return False
+    return canonical(strip_dollars(response)) == canonical(strip_dollars(gold))
+
+
 def disagreement_category(record: RecordScore) -> str:
     """Why a record's two verdicts differ, from its first response whose verdicts differ: which scoring
     accepts it, and whether the two extractions differ (a rule reads the response differently) or are the
@@ -199,7 +210,9 @@ class Scorer:
     def score_record(self, problem: Problem, responses: Sequence[str]) -> RecordScore:
         """Both verdicts for each response; ``correct`` follows ``scoring``."""
         extracted = [self.extract(problem, r) for r in responses]
-        verified = [self.judge(problem, e) for e in extracted]
+        verified = [
+            self.judge(problem, e) or states_gold(r, problem.answer) for r, e in zip(responses, extracted)
+        ]
         given = (self.official_extractions or {}).get(problem.id)
         if given is not None and len(given) == len(responses):
             official_extracted = list(given)

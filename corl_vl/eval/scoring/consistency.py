@@ -3,26 +3,52 @@
 For every record, responses are written in the forms real models use (the raw gold, ``\\boxed{gold}``, "The
 answer is gold.", the benchmark's own prompt format, and for multiple choice the letter, the option text and
 "X. option text"), then scored both ways. A form that an official rule rejects by design is listed in
-:data:`OFFICIAL_EXCEPTIONS` (see docs/grading.md, "Self-consistency") and not counted as a failure.
+:data:`EXCEPTIONS` (see docs/grading.md, "Self-consistency") and not counted as a failure.
 ``benchmarks/grading/self_consistency.py`` runs this on whole benchmarks; the tests run it on the fixtures.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from corl_vl.data.problem import Problem
 from corl_vl.eval.scoring import get_scorer
 
-#: (benchmark, form) pairs whose official verdict is "wrong" by the official script's own rule.
-OFFICIAL_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset(
-    {
-        # MathVision evaluate.py compares the option *text* only after a letter was not found; "X. text" keeps
-        # the label glued to the text (docs/grading.md lists the lines)
-        ("mathvision", "letter. option"),
-    }
-)
+
+def _always(_gold: str, _value: str | None) -> bool:
+    return True
+
+
+def _mathvision_cleaned(_gold: str, value: str | None) -> bool:
+    """MATH-V compares its cleaned, lower-cased extraction with the *raw* option text, so an option text that
+    its own cleaner changes (spaces, ``$``, LaTeX, capitals) never matches."""
+    from corl_vl.eval.scoring.mathvision_official import official_extract
+
+    return value is not None and official_extract(value) != value.strip()
+
+
+def _letter_shaped_gold(gold: str, _value: str | None) -> bool:
+    """MathVista's calculate_score.py reads "(b)" as option letter B, even when "(b)" is an option's text."""
+    return len(gold) == 3 and gold[0] == "(" and gold[2] == ")" and gold[1].isalpha()
+
+
+def _letter_valued_option(_gold: str, value: str | None) -> bool:
+    """An option whose text is itself a letter ("F; D; B; I"): a lone letter is read as a letter, as the
+    benchmarks' own scripts read it, so the option text alone names another option."""
+    return value is not None and len(value.strip()) == 1 and value.strip().isalpha()
+
+
+#: (benchmark, mode, form) → when the form is rejected by design (docs/grading.md, "Self-consistency").
+EXCEPTIONS: dict[tuple[str, str, str], Callable[[str, str | None], bool]] = {
+    **{(b, m, "option"): _letter_valued_option for b in ("wemath", "mathverse", "mathvision")
+       for m in ("official", "verified")},
+    # We-Math's official letter is the first character after the last "Answer" (case-sensitive), else none
+    **{("wemath", "official", form): _always for form in ("boxed", "sentence", "(letter)", "option")},
+    ("mathvision", "official", "option"): _mathvision_cleaned,
+    ("mathvision", "official", "letter. option"): _always,
+    **{("mathvista", "official", form): _letter_shaped_gold for form in ("raw", "boxed", "sentence", "option")},
+}  # fmt: skip
 
 
 def forms(benchmark: str, problem: Problem, choices: Sequence[str] | None) -> dict[str, str]:
@@ -73,8 +99,10 @@ def check(benchmark: str, problems: Sequence[Problem]) -> Consistency:
     result = Consistency(benchmark)
     for problem in problems:
         result.records += 1
-        named = forms(benchmark, problem, scorer.choices(problem))
+        choices = scorer.choices(problem)
+        named = forms(benchmark, problem, choices)
         scored = scorer.score_record(problem, list(named.values()))
+        value = named.get("option")
         bad_modes: set[str] = set()
         for k, name in enumerate(named):
             for mode, verdicts in (
@@ -84,7 +112,8 @@ def check(benchmark: str, problems: Sequence[Problem]) -> Consistency:
                 result.tried[mode] = result.tried.get(mode, 0) + 1
                 if verdicts is None or verdicts[k]:
                     continue
-                if mode == "official" and (benchmark, name) in OFFICIAL_EXCEPTIONS:
+                rule = EXCEPTIONS.get((benchmark, mode, name))
+                if rule is not None and rule(problem.answer or "", value):
                     result.excepted += 1
                     continue
                 result.failed[mode] = result.failed.get(mode, 0) + 1

@@ -1,19 +1,69 @@
 """MathVerse scoring: per problem version (Text Dominant … Vision Only) and per subject / subfield.
 
-The official pipeline extracts with GPT (few-shot prompt, ``extract_answer_s1.py``) and judges with GPT
-(``score_answer_s2.py``), whose only rule-based judge is ``--quick_match``: the extraction must equal the
-answer string exactly. ``official`` here: lenient extraction (or a local model running the official
-extraction prompt, ``--extractor model:…``) and the quick-match rule. ``verified``: the shared extractor and
-equivalence check (gold letter or gold option value for multiple choice, mathematical equivalence otherwise).
+The official pipeline extracts with GPT under a few-shot prompt (``evaluation/extract_answer_s1.py``, examples in
+``evaluation/prompts.py``) and judges with GPT (``score_answer_s2.py``), whose only rule-based judge is
+``--quick_match``: ``inst['answer'] == inst['extraction']``. ``official`` here:
+
+- extraction (:func:`official_extract`, or a local model running the official prompt, ``--extractor
+  model:…``) as the prompt's examples extract: a refusal is null, a named option is its letter ("D. They give
+  …" → ``D``), ``$…$``/``\\(…\\)`` and a trailing unit are dropped ("22.3 meters" → ``22.3``), a relation
+  such as ``f(x) = -x^2 - 2x + 1`` stays whole;
+- quick match: the extraction equals the answer, or the answer as that same extraction writes it.
+
+Deviations (docs/grading.md lists them with the official lines): the answer is compared after stripping
+whitespace and also in its extracted form (the official GPT judge compares meaning; a bare string match would
+reject every gold with a unit, and a gold with a trailing space could never match); an option's text is read
+as its letter. ``verified``: the shared extractor and equivalence check (gold letter or gold option value for
+multiple choice, mathematical equivalence otherwise).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from corl_vl.answers.extract import strip_dollars
+from corl_vl.answers.lenient import declines
+from corl_vl.answers.options import parse_options
+from corl_vl.answers.units import split_unit, strip_assignment
 from corl_vl.data.problem import Problem
 from corl_vl.eval.scoring.base import Scorer
+
+_DELIMITED = re.compile(r"^\\[(\[]\s*(.*?)\s*\\[)\]]$", re.DOTALL)
+
+
+MAX_SHORT_LINES = 3
+MAX_SHORT_CHARS = 100
+
+
+def _plain(text: str) -> str:
+    return " ".join(strip_dollars(text).rstrip(".").lower().split())
+
+
+def official_extract(response: str, choices: Sequence[str] | None = None) -> str | None:
+    """The answer the official extraction prompt's examples would give (see the module docstring)."""
+    from corl_vl.answers import extract_answer
+
+    if declines(response[-4000:]):
+        return None  # "I cannot provide the correct option letter …" → null
+    found = extract_answer(response, choices, mode="lenient")
+    if found is None:
+        lines = [line.strip() for line in response.strip().splitlines() if line.strip()]
+        if not lines or len(lines) > MAX_SHORT_LINES or len(response) > MAX_SHORT_CHARS:
+            return None
+        found = ", ".join(lines)  # a short answer without a marker ("Bugs Bunny", "C\nD") is copied
+    if choices:
+        options = parse_options(choices)
+        key = _plain(found)
+        for letter, value in zip(options.letters, options.values):
+            if _plain(value) == key:
+                return letter
+    s = strip_dollars(found)
+    s = _DELIMITED.sub(r"\1", s).strip()
+    value, unit = split_unit(strip_assignment(s))
+    return (value if unit is not None or value != s else s).strip() or None
 
 
 @dataclass
@@ -22,17 +72,14 @@ class MathVerseScorer(Scorer):
     breakdown_keys: tuple[str, ...] = ("problem_version", "subject", "subfield", "question_type")
 
     def official_extract(self, problem: Problem, response: str) -> str | None:
-        from corl_vl.answers import extract_answer
-
-        return extract_answer(response, self.choices(problem), mode="lenient")
+        return official_extract(response, self.choices(problem))
 
     def official_judge(self, problem: Problem, extracted: str | None) -> bool:
-        """``--quick_match``: exact string equality with the answer."""
-        return (
-            extracted is not None
-            and problem.answer is not None
-            and extracted.strip() == problem.answer.strip()
-        )
+        """``--quick_match``: the extraction equals the answer (stripped), or the answer as extracted."""
+        if extracted is None or problem.answer is None:
+            return False
+        gold = problem.answer.strip()
+        return extracted.strip() in (gold, official_extract(gold, self.choices(problem)))
 
     def groups(self, problem: Problem) -> dict[str, Any]:
         groups = super().groups(problem)
