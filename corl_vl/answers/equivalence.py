@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from corl_vl.answers import mathverify_pool
-from corl_vl.answers.normalize import canonical, parse_number
+from corl_vl.answers.normalize import canonical, light, parse_number, split_items
 from corl_vl.answers.options import Options, letter_of, parse_options
 from corl_vl.answers.structures import fast_equal
 from corl_vl.answers.units import strip_label, value_of
@@ -70,6 +70,9 @@ def _free_equivalent(gold: str, pred: str, precision: int | None, timeout: float
         return False  # 12h is not 12a, 5 cm is not 5 m
     if g_unit is not None or p_unit is not None or strip_label(gold) != gold or strip_label(pred) != pred:
         gold, pred = g_value, p_value  # "Area $=5 \mathrm{~cm}^{2}$" states 5
+    rhs = _stated_right_side(gold) if "=" not in pred else None
+    if rhs is not None:  # "AB=4,CD=5" states 4, 5; "\frac{NO}{BO}=\frac{1}{\sqrt{6}}" states its right side
+        gold = rhs
     verdict = fast_equal(gold, pred, precision)
     if verdict is not None:
         return verdict
@@ -82,6 +85,28 @@ def _free_equivalent(gold: str, pred: str, precision: int | None, timeout: float
     if verdict is None:
         raise _Undecided
     return verdict
+
+
+_ONE_LETTER = re.compile(r"^\s*[A-Za-z]\s*$")
+
+
+def _stated_right_side(gold: str) -> str | None:
+    """The values a gold written as named equations states: the right side of each top-level ``name = value``
+    (comma-separated), when no left side is a lone variable (``x = 2x - 5`` is an equation to solve)."""
+    items = split_items(light(gold), ",")
+    if not items or "=" not in gold:
+        return None
+    sides = [item.split("=") for item in items]
+    if any(len(parts) != 2 or not parts[1].strip() or _ONE_LETTER.match(parts[0]) for parts in sides):
+        return None
+    if not all(_NAME.match(parts[0]) for parts in sides):
+        return None  # "7 = 11a + c", "a + 3z = 0": equations, not names
+    return ", ".join(parts[1].strip() for parts in sides)
+
+
+# A name on the left of "=": letters, subscripts, braces, \frac, brackets and ":" ("S_{MBCN}:S", "(p,q)"),
+# with at least two letters and no operator or digit.
+_NAME = re.compile(r"^(?=(?:[^A-Za-z]*[A-Za-z]){2})[A-Za-z\\{}_(),:;\s]+$")
 
 
 def _option_value_equal(value: str, pred: str, precision: int | None) -> bool:

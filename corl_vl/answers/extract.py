@@ -48,7 +48,7 @@ _ANSWER_PHRASE = re.compile(
     r"(?:\b(?:the\s+)?(?:final\s+|correct\s+)?answer\s*(?:is|:)|\*\*answer:?\*\*:?)[ \t]*:?[ \t]*",
     re.IGNORECASE,
 )
-_LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+_LAST_NUMBER = re.compile(r"(?<![A-Za-z\d])-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")  # "AZYUK2A" holds no number
 MAX_BARE_CHARS = 100
 _MATHY = re.compile(r"[\d\\=+\-*/^<>≤≥√π∞]")
 _LETTER_LIST = re.compile(r"^\(?[A-Za-z]\)?\s*(?:,|&|/|\band\b|\bor\b)\s*\(?[A-Za-z]\)?(?:[.),;]|\s|$)")
@@ -72,12 +72,8 @@ def tail_words(text: str, limit: int) -> str:
     return "" if m is None else window[m.end() :]
 
 
-def _boxed_content(text: str) -> str | None:
-    """Content of the last ``\\boxed{…}``/``\\fbox{…}`` (braces balanced) or ``\\boxed 5``; None if unbalanced."""
-    matches = list(_BOXED.finditer(text))
-    if not matches:
-        return None
-    i = matches[-1].end()
+def _box_at(text: str, i: int) -> tuple[str, int] | None:
+    """(content, end) of the box whose command ends at ``i``: balanced braces, or ``\\boxed 5``."""
     n = len(text)
     while i < n and text[i] in " \t":
         i += 1
@@ -92,10 +88,39 @@ def _boxed_content(text: str) -> str | None:
             elif ch == "}" and text[j - 1] != "\\":
                 depth -= 1
                 if depth == 0:
-                    return text[i + 1 : j]
-        return None  # truncated: the last box never closes
-    m = re.match(r"[^\s$]+", text[i:])  # \boxed 5
-    return m.group(0) if m else None
+                    return text[i + 1 : j], j + 1
+        return None  # truncated: the box never closes
+    m = re.match(r"[^\s$]+", text[i : i + MAX_ANSWER_CHARS])  # \boxed 5
+    return (m.group(0), i + m.end()) if m else None
+
+
+# What may stand between boxes that together form one answer: "\boxed{1}, \boxed{2} and \boxed{3}".
+_BOX_JOIN = re.compile(
+    r"^(?:\s|\$|,|;|\\quad|\\qquad|\\[,;: ]|~|\\text\s*\{\s*(?:and|or|,)?\s*\}|\band\b|\bor\b|\\\)|\\\()*$"
+)
+MAX_JOINED_BOXES = 12
+
+
+def _boxed_content(text: str) -> str | None:
+    """Content of the last ``\\boxed{…}``/``\\fbox{…}`` (braces balanced) or ``\\boxed 5``; None if unbalanced.
+
+    Several boxes that close the response together, separated only by commas, "and", spacing or math
+    delimiters ("\\boxed{(2, 2)} and \\boxed{(6, 2)}"), form one answer: their distinct contents joined by
+    ", "."""
+    matches = list(_BOXED.finditer(text))[-MAX_JOINED_BOXES:]
+    if not matches:
+        return None
+    last = _box_at(text, matches[-1].end())
+    if last is None:
+        return None
+    parts = [last[0]]
+    for prev, nxt in zip(reversed(matches[:-1]), reversed(matches[1:])):
+        box = _box_at(text, prev.end())
+        if box is None or box[1] > nxt.start() or not _BOX_JOIN.match(text[box[1] : nxt.start()]):
+            break
+        parts.insert(0, box[0])
+    unique = list(dict.fromkeys(p.strip() for p in parts))  # a repeated box is one answer, said again
+    return parts[-1] if len(unique) == 1 else ", ".join(unique)
 
 
 def _answer_tag(text: str) -> str | None:
@@ -206,6 +231,18 @@ def _lenient(
     return lambda text, options: step(unemphasize(text), options)
 
 
+def _marked(text: str, options: Options | None) -> str | None:
+    """The marked answer; a marker that introduces a sentence ("Final Answer: The largest $n$ is 34.", "…:
+    The correct option is C.") gives the value or option that sentence states."""
+    found = lenient.marker(text)
+    if found is None or found is lenient.NO_ANSWER or len(_WORD.findall(_COMMAND.sub(" ", found))) < 3:
+        return found
+    stated = lenient.option_phrase(found, options) if options is not None else None
+    if stated is None:
+        stated = lenient.stated_value(found + ".", options)
+    return found if stated is None or stated is lenient.NO_ANSWER else stated
+
+
 def _math_verify(text: str, _options: Options | None) -> str | None:
     from corl_vl.answers import mathverify_pool
     from corl_vl.answers.equivalence import MAX_BRACE_DEPTH, _max_depth
@@ -307,7 +344,7 @@ _STEPS: dict[str, Callable[[str, Options | None], str | None]] = {
     "last_number": lambda text, _o: _last_number(text),
     "bare": _bare,
     "lone_letter": lambda text, options: _option_letter(unemphasize(text), options, anywhere=False),
-    "marker": _lenient(lambda text, _o: lenient.marker(text)),
+    "marker": _lenient(lambda text, options: _marked(text, options)),
     "option_phrase": _lenient(lenient.option_phrase),
     "stated_value": _lenient(lenient.stated_value),
     "math_verify": _math_verify,
