@@ -160,9 +160,11 @@ def _sentence_end(rest: str) -> int:
             return k
         if ch == "$":
             in_math = not in_math
-        elif ch == "." and not in_math and (k + 1 == len(rest) or rest[k + 1].isspace()):
-            if not lenient.abbreviation(rest, k):
-                return k
+        elif (
+            ch == "." and not in_math and (k + 1 == len(rest) or rest[k + 1].isspace())
+            and not lenient.abbreviation(rest, k)
+        ):  # fmt: skip
+            return k
     return len(rest)
 
 
@@ -219,9 +221,12 @@ def _bare(text: str, options: Options | None) -> str | None:
 
 def _same_text(a: str, b: str) -> bool:
     """Two spellings of one option text: case, outer ``$``, a final full stop and spacing do not matter."""
-    return " ".join(strip_dollars(a).rstrip(".").lower().split()) == " ".join(
-        strip_dollars(b).rstrip(".").lower().split()
-    )
+    return plain_text(a) == plain_text(b)
+
+
+def plain_text(text: str) -> str:
+    """Text compared as words: no ``$``, no final full stop, one space between words, lower case."""
+    return " ".join(text.replace("$", "").strip().rstrip(".").lower().split())
 
 
 def _lenient(
@@ -231,11 +236,15 @@ def _lenient(
     return lambda text, options: step(unemphasize(text), options)
 
 
+# A marked answer that is a sentence of its own opens like one: "The largest $n$ is 34", "So it is C".
+_SENTENCE_OPENING = re.compile(r"^(?:the|this|that|it|so|thus|therefore|hence|we)\b\s+\S+", re.IGNORECASE)
+
+
 def _marked(text: str, options: Options | None) -> str | None:
     """The marked answer; a marker that introduces a sentence ("Final Answer: The largest $n$ is 34.", "…:
     The correct option is C.") gives the value or option that sentence states."""
     found = lenient.marker(text)
-    if found is None or found is lenient.NO_ANSWER or len(_WORD.findall(_COMMAND.sub(" ", found))) < 3:
+    if found is None or found is lenient.NO_ANSWER or not _SENTENCE_OPENING.match(found):
         return found
     stated = lenient.option_phrase(found, options) if options is not None else None
     if stated is None:

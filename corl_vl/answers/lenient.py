@@ -100,9 +100,11 @@ def _until_sentence_end(rest: str) -> str | None:
             return rest[:k] if k else None
         if ch == "$":
             in_math = not in_math
-        elif ch in ".!?" and not in_math and (k + 1 == len(rest) or rest[k + 1].isspace()):
-            if not (ch == "." and abbreviation(rest, k)):
-                return rest[:k]
+        elif (
+            ch in ".!?" and not in_math and (k + 1 == len(rest) or rest[k + 1].isspace())
+            and not (ch == "." and abbreviation(rest, k))
+        ):  # fmt: skip
+            return rest[:k]
         if k > MAX_SENTENCE_CHARS:
             return None
     return rest

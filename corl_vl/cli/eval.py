@@ -199,7 +199,7 @@ def _model_extractor(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from corl_vl.eval.loaders import load_benchmark
-    from corl_vl.eval.report import check_ids, read_responses, write_outputs
+    from corl_vl.eval.report import check_ids, overall_text, read_responses, write_outputs
 
     if bool(args.responses) == bool(args.model):
         raise CorlError("give either --responses (score existing responses) or --model (generate), not both")
@@ -248,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
         run_name, bench = key.split("/", 1)
         res = runs[run_name][bench][0]
         missing = f", {res['n_missing']} without a response" if res["n_missing"] else ""
-        print(f"{key}: overall {100 * res['overall']:.2f}% on {res['n_records']} records{missing} → {path}")
+        print(f"{key}: overall {overall_text(res)} on {res['n_records']} records{missing} → {path}")
     print(f"report: {args.output_dir / 'report.md'}")
     return 0
 

@@ -86,7 +86,15 @@ def check_ids(responses: Mapping[str, Sequence[str]], ids: Iterable[str], source
 
 # ---------------------------------------------------------------------------------------------- report
 def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f}"
+    return "n/a" if x is None else f"{100 * x:.1f}"
+
+
+def overall_text(results: Mapping[str, Any]) -> str:
+    """The headline for a console line: "12.34%", or why there is none (We-Math without a complete group)."""
+    overall = results.get("overall")
+    if overall is None:
+        return "n/a (no complete group)" if results.get("benchmark") == "wemath" else "n/a"
+    return f"{100 * overall:.2f}%"
 
 
 def render_markdown(table: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
@@ -184,7 +192,7 @@ def plot_bars(table: Mapping[str, Mapping[str, Mapping[str, Any]]], path: Path) 
     fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(benchmarks) * max(1, len(runs)) ** 0.5 + 2), 3.6))
     for i, run in enumerate(runs):
         xs = [j + (i - (len(runs) - 1) / 2) * width for j in range(len(benchmarks))]
-        ys = [100 * table[run][b]["overall"] if b in table[run] else 0.0 for b in benchmarks]
+        ys = [100 * (table[run][b]["overall"] or 0.0) if b in table[run] else 0.0 for b in benchmarks]
         bars = ax.bar(xs, ys, width=width, label=run)
         ax.bar_label(bars, fmt="%.1f", fontsize=7)
     ax.set_xticks(range(len(benchmarks)), benchmarks)

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from corl_vl.answers.extract import strip_dollars
+from corl_vl.answers.extract import plain_text, strip_dollars
 from corl_vl.answers.lenient import declines
 from corl_vl.answers.options import parse_options
 from corl_vl.answers.units import split_unit, strip_assignment
@@ -36,10 +36,6 @@ _DELIMITED = re.compile(r"^\\[(\[]\s*(.*?)\s*\\[)\]]$", re.DOTALL)
 
 MAX_SHORT_LINES = 3
 MAX_SHORT_CHARS = 100
-
-
-def _plain(text: str) -> str:
-    return " ".join(strip_dollars(text).rstrip(".").lower().split())
 
 
 def official_extract(response: str, choices: Sequence[str] | None = None) -> str | None:
@@ -56,9 +52,9 @@ def official_extract(response: str, choices: Sequence[str] | None = None) -> str
         found = ", ".join(lines)  # a short answer without a marker ("Bugs Bunny", "C\nD") is copied
     if choices:
         options = parse_options(choices)
-        key = _plain(found)
+        key = plain_text(found)
         for letter, value in zip(options.letters, options.values):
-            if _plain(value) == key:
+            if plain_text(value) == key:
                 return letter
     s = strip_dollars(found)
     s = _DELIMITED.sub(r"\1", s).strip()
