@@ -24,14 +24,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from corl_vl.answers.extract import plain_text, strip_dollars
+from corl_vl.answers.extract import plain_text
 from corl_vl.answers.lenient import declines
 from corl_vl.answers.options import parse_options
 from corl_vl.answers.units import split_unit, strip_assignment
 from corl_vl.data.problem import Problem
 from corl_vl.eval.scoring.base import Scorer
 
-_DELIMITED = re.compile(r"^\\[(\[]\s*(.*?)\s*\\[)\]]$", re.DOTALL)
+_DELIMITERS = re.compile(r"\\[()\[\]]|\$")
 
 
 MAX_SHORT_LINES = 3
@@ -56,8 +56,7 @@ def official_extract(response: str, choices: Sequence[str] | None = None) -> str
         for letter, value in zip(options.letters, options.values):
             if plain_text(value) == key:
                 return letter
-    s = strip_dollars(found)
-    s = _DELIMITED.sub(r"\1", s).strip()
+    s = " ".join(_DELIMITERS.sub(" ", found).split())  # "\\( 22.3 \\) meters" → "22.3 meters"
     value, unit = split_unit(strip_assignment(s))
     return (value if unit is not None or value != s else s).strip() or None
 
