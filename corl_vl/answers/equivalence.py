@@ -154,6 +154,16 @@ def _cached(
     return _free_equivalent(gold, pred, precision, timeout)
 
 
+def _said_once(text: str) -> str:
+    """One value written on several lines ("-4.9\\n-4.9") is that value, as a repeated box is."""
+    s = text.strip()
+    if "\n" in s:
+        lines = {line.strip() for line in s.splitlines() if line.strip()}
+        if len(lines) == 1:
+            return lines.pop()
+    return s
+
+
 def equivalent(
     gold: str | None,
     pred: str | None,
@@ -174,7 +184,7 @@ def equivalent(
     """
     if gold is None or pred is None:
         return False
-    gold, pred = str(gold).strip(), str(pred).strip()
+    gold, pred = _said_once(str(gold)), _said_once(str(pred))
     if not gold or not pred:
         return False
     key_choices = tuple(str(c) for c in choices) if choices else None

@@ -101,22 +101,38 @@ _BOX_JOIN = re.compile(
 MAX_JOINED_BOXES = 12
 
 
+def _last_boxes(text: str, k: int) -> list[tuple[int, int]]:
+    """(start, end) of the last ``k`` ``\\boxed``/``\\fbox`` commands, found from the end (a response of a
+    million boxes costs no more than one of twelve)."""
+    found: list[tuple[int, int]] = []
+    pos = len(text)
+    while len(found) < k:
+        start = max(text.rfind("\\boxed", 0, pos), text.rfind("\\fbox", 0, pos))
+        if start == -1:
+            break
+        end = start + (6 if text.startswith("\\boxed", start) else 5)
+        if end >= len(text) or not text[end].isalpha():
+            found.append((start, end))
+        pos = start
+    return found[::-1]
+
+
 def _boxed_content(text: str) -> str | None:
     """Content of the last ``\\boxed{…}``/``\\fbox{…}`` (braces balanced) or ``\\boxed 5``; None if unbalanced.
 
     Several boxes that close the response together, separated only by commas, "and", spacing or math
     delimiters ("\\boxed{(2, 2)} and \\boxed{(6, 2)}"), form one answer: their distinct contents joined by
     ", "."""
-    matches = list(_BOXED.finditer(text))[-MAX_JOINED_BOXES:]
-    if not matches:
+    boxes = _last_boxes(text, MAX_JOINED_BOXES)
+    if not boxes:
         return None
-    last = _box_at(text, matches[-1].end())
+    last = _box_at(text, boxes[-1][1])
     if last is None:
         return None
     parts = [last[0]]
-    for prev, nxt in zip(reversed(matches[:-1]), reversed(matches[1:])):
-        box = _box_at(text, prev.end())
-        if box is None or box[1] > nxt.start() or not _BOX_JOIN.match(text[box[1] : nxt.start()]):
+    for prev, nxt in zip(reversed(boxes[:-1]), reversed(boxes[1:])):
+        box = _box_at(text, prev[1])
+        if box is None or box[1] > nxt[0] or not _BOX_JOIN.match(text[box[1] : nxt[0]]):
             break
         parts.insert(0, box[0])
     unique = list(dict.fromkeys(p.strip() for p in parts))  # a repeated box is one answer, said again

@@ -56,9 +56,15 @@ def official_extract(response: str, choices: Sequence[str] | None = None) -> str
         for letter, value in zip(options.letters, options.values):
             if plain_text(value) == key:
                 return letter
-    s = " ".join(_DELIMITERS.sub(" ", found).split())  # "\\( 22.3 \\) meters" → "22.3 meters"
+    return written_value(found) or None
+
+
+def written_value(text: str) -> str:
+    """What the extraction prompt's examples keep of a stated answer: delimiters dropped ("\\( 22.3 \\)
+    meters" → "22.3 meters"), then a label or one-letter assignment and a unit ("22.3")."""
+    s = " ".join(_DELIMITERS.sub(" ", text).split())
     value, unit = split_unit(strip_assignment(s))
-    return (value if unit is not None or value != s else s).strip() or None
+    return (value if unit is not None or value != s else s).strip()
 
 
 @dataclass
@@ -70,11 +76,13 @@ class MathVerseScorer(Scorer):
         return official_extract(response, self.choices(problem))
 
     def official_judge(self, problem: Problem, extracted: str | None) -> bool:
-        """``--quick_match``: the extraction equals the answer (stripped), or the answer as extracted."""
+        """``--quick_match``: the extraction equals the answer (stripped), or the answer as the extraction
+        writes it (extracted from the answer text, or the answer text's value)."""
         if extracted is None or problem.answer is None:
             return False
         gold = problem.answer.strip()
-        return extracted.strip() in (gold, official_extract(gold, self.choices(problem)))
+        forms = (gold, official_extract(gold, self.choices(problem)), written_value(gold))
+        return extracted.strip() in forms
 
     def groups(self, problem: Problem) -> dict[str, Any]:
         groups = super().groups(problem)
