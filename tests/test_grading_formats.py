@@ -117,6 +117,12 @@ def test_mathverse_official_names_the_option_letter_and_quick_matches():
         ("Answer $ \n 9 \n $", "9", None, False),
         # input too deep to parse gives no answer, never a fallback number
         ("\\boxed{" + "\\frac{1}{" * 60 + "2" + "}" * 60 + "}", "2", None, False),
+        (
+            "so \\boxed{" + "\\frac{1}{" * 300 + "2" + "}" * 300 + "}",
+            "2",
+            None,
+            False,
+        ),  # over 2,000 characters
         # a gold written as named equations states its right sides
         ("$\\boxed{4, 5}$", "AB=4,CD=5", None, True),
         ("$0$", "a + 3z = 0", None, False),

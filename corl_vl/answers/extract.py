@@ -72,8 +72,10 @@ def tail_words(text: str, limit: int) -> str:
     return "" if m is None else window[m.end() :]
 
 
-def _box_at(text: str, i: int) -> tuple[str, int] | None:
-    """(content, end) of the box whose command ends at ``i``: balanced braces, or ``\\boxed 5``."""
+def _box_at(text: str, i: int) -> tuple[str, int] | str | None:
+    """(content, end) of the box whose command ends at ``i``: balanced braces, or ``\\boxed 5``; None when it
+    never closes (a truncated response); :data:`lenient.NO_ANSWER` when it is still open after
+    :data:`MAX_ANSWER_CHARS` (too long or too deep to be an answer)."""
     n = len(text)
     while i < n and text[i] in " \t":
         i += 1
@@ -89,6 +91,8 @@ def _box_at(text: str, i: int) -> tuple[str, int] | None:
                 depth -= 1
                 if depth == 0:
                     return text[i + 1 : j], j + 1
+        if n > i + MAX_ANSWER_CHARS + 2:
+            return lenient.NO_ANSWER  # no fallback to a number inside it
         return None  # truncated: the box never closes
     m = re.match(r"[^\s$]+", text[i : i + MAX_ANSWER_CHARS])  # \boxed 5
     return (m.group(0), i + m.end()) if m else None
@@ -127,12 +131,12 @@ def _boxed_content(text: str) -> str | None:
     if not boxes:
         return None
     last = _box_at(text, boxes[-1][1])
-    if last is None:
-        return None
+    if last is None or isinstance(last, str):
+        return last
     parts = [last[0]]
     for prev, nxt in zip(reversed(boxes[:-1]), reversed(boxes[1:])):
         box = _box_at(text, prev[1])
-        if box is None or box[1] > nxt[0] or not _BOX_JOIN.match(text[box[1] : nxt[0]]):
+        if not isinstance(box, tuple) or box[1] > nxt[0] or not _BOX_JOIN.match(text[box[1] : nxt[0]]):
             break
         parts.insert(0, box[0])
     unique = list(dict.fromkeys(p.strip() for p in parts))  # a repeated box is one answer, said again
