@@ -62,6 +62,8 @@ def test_official_exceptions_are_the_official_rules():
         ("Area $=7298.6737 \\mathrm{~mm}^{2}$", "7298.6737 \\mathrm{~mm}^{2}", "7298.6737"),
         ("I cannot determine the answer without the figure.", "5", None),  # a refusal is null
         ("So the relation is $f(x) = -x^2 - 2x + 1$.", "f(x) = -x^2 - 2x + 1", "f(x) = -x^2 - 2x + 1"),
+        ("The line is $y = -2x + 5$.", "y = -2x + 5", "y = -2x + 5"),  # an equation, not a labelled value
+        ("So $C=40.84 \\mathrm{~cm}$.", "$C=40.84 \\mathrm{~cm}$", "40.84"),
     ],
 )
 def test_mathverse_official_extraction_follows_the_official_prompt(response, gold, extracted):

@@ -28,6 +28,7 @@ _LABEL = re.compile(
 )
 # A single letter after a number is a variable ("2x") unless it is a unit symbol ("12h", "5m", "3L").
 _UNIT_LETTERS = frozenset("mgshlLtTKNJWVA")
+_COMMANDS = re.compile(r"\\[A-Za-z]+")
 _DELIMS = re.compile(r"^\s*(?:\$\$|\$|\\\(|\\\[)\s*(.*?)\s*(?:\$\$|\$|\\\)|\\\])\s*\.?\s*$", re.DOTALL)
 
 
@@ -50,8 +51,8 @@ def strip_label(text: str) -> str:
 
 @per_string
 def strip_assignment(text: str) -> str:
-    """:func:`strip_label`, and also a one-letter left side: ``$C=40.84$`` → ``40.84`` (what an extractor
-    that reports only the value writes)."""
+    """:func:`strip_label`, and also a one-letter left side before a numeric value: ``$C=40.84$`` →
+    ``40.84`` (what an extractor that reports only the value writes); ``y = -2x + 5`` stays an equation."""
     return _strip_label(text, variables=True)
 
 
@@ -61,10 +62,16 @@ def _strip_label(text: str, variables: bool) -> str:
     if m is None:
         return text
     label = (m.group(1) or m.group(2) or "").strip()
-    if len(label.replace(".", "").replace(" ", "")) < (1 if variables else 2):
+    letters = len(label.replace(".", "").replace(" ", ""))
+    if letters < (1 if variables else 2):
         return text
     rest = s[m.end() :].strip().strip("$").strip()
-    return text if not rest or "=" in rest else rest
+    if not rest or "=" in rest:
+        return text
+    value = split_unit(rest)[0]
+    if letters == 1 and (_VALUE.match(value) is None or re.search(r"[A-Za-z]", _COMMANDS.sub("", value))):
+        return text  # "y = -2x + 5" is an equation; "C = 40.84 cm" states a value
+    return rest
 
 
 @per_string
