@@ -98,6 +98,9 @@ def test_mathverse_official_names_the_option_letter_and_quick_matches():
         # units: different units are different answers; a unit is not the value
         ("12a", "12h", ["12h", "12a"], False),
         ("5 m", "5 cm", None, False),
+        ("113.1 square centimeters", "Area $=113.1 \\mathrm{~cm}^{2}$", None, True),  # a unit spelled out
+        ("5 meters", "5 \\mathrm{~m}", None, True),
+        ("5 \\text{ cm}", "5 \\mathrm{~cm}^{2}", None, False),
         ("$\\frac{1}{3} \\text{meters}$", "\\frac{1}{3}", None, True),
         ("Circumference $=50.27 \\mathrm{~cm}$", "50.27", None, True),
         # a number inside a word is not a number

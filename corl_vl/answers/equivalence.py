@@ -28,7 +28,7 @@ from corl_vl.answers import mathverify_pool
 from corl_vl.answers.normalize import canonical, light, parse_number, split_items
 from corl_vl.answers.options import Options, letter_of, parse_options
 from corl_vl.answers.structures import fast_equal
-from corl_vl.answers.units import strip_label, value_of
+from corl_vl.answers.units import same_unit, strip_label, value_of
 
 DEFAULT_TIMEOUT_S = 5.0
 #: Longest answer handed to math-verify; longer ones are only compared as strings.
@@ -66,7 +66,7 @@ _PLAIN_WORDS = re.compile(r"[A-Za-z]{3,}(?: [A-Za-z]{3,})*")
 
 def _free_equivalent(gold: str, pred: str, precision: int | None, timeout: float) -> bool:
     (g_value, g_unit), (p_value, p_unit) = value_of(gold), value_of(pred)
-    if g_unit is not None and p_unit is not None and g_unit != p_unit:
+    if g_unit is not None and p_unit is not None and same_unit(g_unit, p_unit) is False:
         return False  # 12h is not 12a, 5 cm is not 5 m
     if g_unit is not None or p_unit is not None or strip_label(gold) != gold or strip_label(pred) != pred:
         gold, pred = g_value, p_value  # "Area $=5 \mathrm{~cm}^{2}$" states 5
@@ -114,7 +114,7 @@ def _option_value_equal(value: str, pred: str, precision: int | None) -> bool:
     if canonical(value).lower() == canonical(pred).lower():
         return True
     (v_value, v_unit), (p_value, p_unit) = value_of(value), value_of(pred)
-    if v_unit is not None and p_unit is not None and v_unit != p_unit:
+    if v_unit is not None and p_unit is not None and same_unit(v_unit, p_unit) is False:
         return False  # "12h" is not the option "12a"
     v_num, p_num = parse_number(v_value), parse_number(p_value)
     return v_num is not None and p_num is not None and v_num.value == p_num.value

@@ -32,6 +32,20 @@ _COMMANDS = re.compile(r"\\[A-Za-z]+")
 _DELIMS = re.compile(r"^\s*(?:\$\$|\$|\\\(|\\\[)\s*(.*?)\s*(?:\$\$|\$|\\\)|\\\])\s*\.?\s*$", re.DOTALL)
 
 
+_POWER_WORDS = {"square": "2", "sq": "2", "cubic": "3", "cu": "3"}
+# Spelled-out units and their symbols; a symbol maps to itself.
+_UNIT_NAMES = {
+    **{n: "mm" for n in ("millimeter", "millimetre")}, **{n: "cm" for n in ("centimeter", "centimetre")},
+    **{n: "m" for n in ("meter", "metre")}, **{n: "km" for n in ("kilometer", "kilometre")},
+    **{n: "in" for n in ("inch", "inche")}, **{n: "ft" for n in ("foot", "feet")}, "yard": "yd",
+    "mile": "mi", "gram": "g", "kilogram": "kg", **{n: "l" for n in ("liter", "litre")},
+    **{n: "ml" for n in ("milliliter", "millilitre")}, "hour": "h", "hr": "h", "minute": "min",
+    "second": "s", "sec": "s", "day": "d", "week": "wk", "year": "yr", "unit": "units", "degree": "deg",
+    "dollar": "usd", "cent": "ct", "percent": "%",
+}  # fmt: skip
+_SYMBOLS = frozenset(_UNIT_NAMES.values()) | {"km", "cm", "mm", "m", "g", "kg", "l", "ml", "h", "min", "s"}
+
+
 def _undelimit(text: str) -> str:
     s = text.strip()
     for _ in range(3):
@@ -86,12 +100,24 @@ def split_unit(text: str) -> tuple[str, str | None]:
     value = s[: m.start()].strip().rstrip("$").strip()
     if not value or _VALUE.match(value) is None:
         return s, None
-    unit = (m.group(1) or m.group(2) or "").replace(" ", "")
-    if len(unit) == 1 and unit not in _UNIT_LETTERS:
+    words = (m.group(1) or m.group(2) or "").split()
+    if len(words) == 1 and len(words[0]) == 1 and words[0] not in _UNIT_LETTERS:
         return s, None
-    unit = unit.lower()
     power = m.group(3) or {"²": "2", "³": "3"}.get(m.group(4) or "", "")
+    if words and words[0].lower() in _POWER_WORDS and len(words) > 1:  # "square centimeters" is cm^2
+        power, words = power or _POWER_WORDS[words[0].lower()], words[1:]
+    unit = "".join(words).lower()
+    unit = _UNIT_NAMES.get(unit, _UNIT_NAMES.get(unit.rstrip("s"), unit))
     return value, unit + (f"^{power}" if power else "")
+
+
+def same_unit(a: str, b: str) -> bool | None:
+    """Whether two units (as :func:`split_unit` writes them) are the same; None when one is a word this table
+    does not know ("apples"), which then does not decide."""
+    if a == b:
+        return True
+    known = all(u.split("^")[0] in _SYMBOLS or len(u.split("^")[0]) <= 2 for u in (a, b))
+    return False if known else None
 
 
 def value_of(text: str) -> tuple[str, str | None]:
