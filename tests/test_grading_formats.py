@@ -117,6 +117,7 @@ def test_mathverse_official_names_the_option_letter_and_quick_matches():
         # a LaTeX expression as the answer; a decimal comma after a lone 0
         ("Answer \\( (9+1) \\)", "10", None, True),
         ("0.111", "0,111", None, True),
+        ("The answer is 11,\\! 111,\\! 111,\\! 100.", "11111111100", None, True),  # \\! is LaTeX, not "!"
         ("1234", "1,234", None, True),
         # inline math never spans lines: no answer rather than a guess
         ("Answer $ \n 9 \n $", "9", None, False),

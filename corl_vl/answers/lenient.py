@@ -102,7 +102,7 @@ def _until_sentence_end(rest: str) -> str | None:
             in_math = not in_math
         elif (
             ch in ".!?" and not in_math and (k + 1 == len(rest) or rest[k + 1].isspace())
-            and not (ch == "." and abbreviation(rest, k))
+            and not (ch == "." and abbreviation(rest, k)) and not (k and rest[k - 1] == "\\")  # \! is LaTeX
         ):  # fmt: skip
             return rest[:k]
         if k > MAX_SENTENCE_CHARS:
