@@ -11,27 +11,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
 
 REPLACEMENT = "\ufffd"
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-@lru_cache(maxsize=1)
-def _format_chars() -> re.Pattern[str]:
-    """One character class of every Cf code point, built on first use. Only planes 0, 1 and 14 hold format
-    characters (the others are ideographs, unassigned or private use), so only they are scanned."""
-    ranges: list[tuple[int, int]] = []
-    for cp in (*range(0x20000), *range(0xE0000, 0xE1000)):
-        if unicodedata.category(chr(cp)) == "Cf":
-            if ranges and ranges[-1][1] == cp - 1:
-                ranges[-1] = (ranges[-1][0], cp)
-            else:
-                ranges.append((cp, cp))
-    body = "".join(
-        re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges
-    )
-    return re.compile(f"[{body}]")
 
 
 def replace_surrogates(text: str) -> tuple[str, int]:
@@ -43,7 +25,10 @@ def for_reading(text: str) -> str:
     """What extraction reads: lone surrogates replaced, format characters (Cf) removed."""
     if text.isascii():
         return text
-    return _format_chars().sub("", replace_surrogates(text)[0])
+    text = replace_surrogates(text)[0]
+    # the distinct characters are few even in a long text: test those, then delete in one C pass
+    invisible = {ord(ch): None for ch in set(text) if not ch.isascii() and unicodedata.category(ch) == "Cf"}
+    return text.translate(invisible) if invisible else text
 
 
 def encodable(value: object) -> tuple[object, int]:
