@@ -57,6 +57,7 @@ def test_official_exceptions_are_the_official_rules():
     ("response", "gold", "extracted"),
     [
         ("The area is 229 cm.", "229", "229"),  # unit dropped
+        ("The area is 229 cm.", "229 cm", "229"),  # ... so a gold written with its unit never matches
         ("\\( 22.3 \\) meters", "22.3", "22.3"),
         ("$299 \\mathrm{~cm}^{3}$", "$299 \\mathrm{~cm}^{3}$", "299"),  # never the 3 of cm^3
         ("Area $=7298.6737 \\mathrm{~mm}^{2}$", "7298.6737 \\mathrm{~mm}^{2}", "7298.6737"),
@@ -69,7 +70,8 @@ def test_official_exceptions_are_the_official_rules():
 def test_mathverse_official_extraction_follows_the_official_prompt(response, gold, extracted):
     assert official_extract(response) == extracted
     problem = Problem("1", "q", answer=gold, meta={})
-    assert _official("mathverse", problem, response) is (extracted is not None)
+    # quick match: the extraction must equal the answer as written (a gold with a unit never matches)
+    assert _official("mathverse", problem, response) is (extracted == gold.strip())
 
 
 def test_mathverse_official_names_the_option_letter_and_quick_matches():

@@ -16,11 +16,14 @@ from corl_vl.data.problem import Problem
 from corl_vl.eval.scoring import get_scorer
 
 
-def _always(_gold: str, _value: str | None) -> bool:
+Choices = Sequence[str] | None
+
+
+def _always(_gold: str, _value: str | None, _choices: Choices) -> bool:
     return True
 
 
-def _mathvision_cleaned(_gold: str, value: str | None) -> bool:
+def _mathvision_cleaned(_gold: str, value: str | None, _choices: Choices) -> bool:
     """MATH-V compares its cleaned, lower-cased extraction with the *raw* option text, so an option text that
     its own cleaner changes (spaces, ``$``, LaTeX, capitals) never matches."""
     from corl_vl.eval.scoring.mathvision_official import official_extract
@@ -28,24 +31,35 @@ def _mathvision_cleaned(_gold: str, value: str | None) -> bool:
     return value is not None and official_extract(value) != value.strip()
 
 
-def _letter_shaped_gold(gold: str, _value: str | None) -> bool:
+def _letter_shaped_gold(gold: str, _value: str | None, _choices: Choices) -> bool:
     """MathVista's calculate_score.py reads "(b)" as option letter B, even when "(b)" is an option's text."""
     return len(gold) == 3 and gold[0] == "(" and gold[2] == ")" and gold[1].isalpha()
 
 
-def _letter_valued_option(_gold: str, value: str | None) -> bool:
+def _letter_valued_option(_gold: str, value: str | None, _choices: Choices) -> bool:
     """An option whose text is itself a letter ("F; D; B; I"): a lone letter is read as a letter, as the
     benchmarks' own scripts read it, so the option text alone names another option."""
     return value is not None and len(value.strip()) == 1 and value.strip().isalpha()
 
 
+def _mathverse_rewritten(gold: str, _value: str | None, choices: Choices) -> bool:
+    """MathVerse's extraction drops delimiters, labels and units (its prompt's "22.3 meters" → 22.3) and names
+    an option by its bare letter ("D. They give …" → D), and quick match compares with the answer as written:
+    a gold that extraction rewrites (``$\\frac{4}{3}$``, ``Area $=…$``, ``(C)``, an option's text) never matches."""
+    from corl_vl.eval.scoring.mathverse import official_extract
+
+    return official_extract(gold, choices) != gold.strip()
+
+
 #: (benchmark, mode, form) → when the form is rejected by design (docs/grading.md, "Self-consistency").
-EXCEPTIONS: dict[tuple[str, str, str], Callable[[str, str | None], bool]] = {
+EXCEPTIONS: dict[tuple[str, str, str], Callable[[str, str | None, Choices], bool]] = {
     **{(b, m, "option"): _letter_valued_option for b in ("wemath", "mathverse", "mathvision")
        for m in ("official", "verified")},
     # We-Math's official letter is the first character after the last "Answer" (case-sensitive), else none
     **{("wemath", "official", form): _always for form in ("boxed", "sentence", "(letter)", "option")},
     ("mathvision", "official", "option"): _mathvision_cleaned,
+    **{("mathverse", "official", form): _mathverse_rewritten
+       for form in ("raw", "boxed", "sentence", "letter", "(letter)", "letter. option", "option", "prompt")},
     ("mathvision", "official", "letter. option"): _always,
     **{("mathvista", "official", form): _letter_shaped_gold for form in ("raw", "boxed", "sentence", "option")},
 }  # fmt: skip
@@ -113,7 +127,7 @@ def check(benchmark: str, problems: Sequence[Problem]) -> Consistency:
                 if verdicts is None or verdicts[k]:
                     continue
                 rule = EXCEPTIONS.get((benchmark, mode, name))
-                if rule is not None and rule(problem.answer or "", value):
+                if rule is not None and rule(problem.answer or "", value, choices):
                     result.excepted += 1
                     continue
                 result.failed[mode] = result.failed.get(mode, 0) + 1

@@ -8,12 +8,12 @@ The official pipeline extracts with GPT under a few-shot prompt (``evaluation/ex
   model:…``) as the prompt's examples extract: a refusal is null, a named option is its letter ("D. They give
   …" → ``D``), ``$…$``/``\\(…\\)`` and a trailing unit are dropped ("22.3 meters" → ``22.3``), a relation
   such as ``f(x) = -x^2 - 2x + 1`` stays whole;
-- quick match: the extraction equals the answer, or the answer as that same extraction writes it.
+- quick match: the extraction equals the answer string. A gold written with delimiters, a label or a unit
+  (``Area $=113.1 \\mathrm{~cm}^{2}$``) therefore never matches an extraction that drops them, as officially.
 
-Deviations (docs/grading.md lists them with the official lines): the answer is compared after stripping
-whitespace and also in its extracted form (the official GPT judge compares meaning; a bare string match would
-reject every gold with a unit, and a gold with a trailing space could never match); an option's text is read
-as its letter. ``verified``: the shared extractor and equivalence check (gold letter or gold option value for
+Deviations (docs/grading.md lists them with the official lines): the answer is stripped of outer whitespace
+before the match (officially only the extraction is, so such a gold could never match); an option's text is
+read as its letter. ``verified``: the shared extractor and equivalence check (gold letter or gold option value for
 multiple choice, mathematical equivalence otherwise).
 """
 
@@ -76,13 +76,10 @@ class MathVerseScorer(Scorer):
         return official_extract(response, self.choices(problem))
 
     def official_judge(self, problem: Problem, extracted: str | None) -> bool:
-        """``--quick_match``: the extraction equals the answer (stripped), or the answer as the extraction
-        writes it (extracted from the answer text, or the answer text's value)."""
+        """``--quick_match``: the extraction equals the answer (both stripped of outer whitespace)."""
         if extracted is None or problem.answer is None:
             return False
-        gold = problem.answer.strip()
-        forms = (gold, official_extract(gold, self.choices(problem)), written_value(gold))
-        return extracted.strip() in forms
+        return extracted.strip() == problem.answer.strip()
 
     def groups(self, problem: Problem) -> dict[str, Any]:
         groups = super().groups(problem)
