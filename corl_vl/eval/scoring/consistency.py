@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from corl_vl.data.problem import Problem
 from corl_vl.eval.scoring import get_scorer
 
-
 Choices = Sequence[str] | None
 
 
