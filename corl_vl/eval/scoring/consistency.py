@@ -50,6 +50,12 @@ def _mathverse_rewritten(gold: str, _value: str | None, choices: Choices) -> boo
     return official_extract(gold, choices) != gold.strip()
 
 
+def _mathverse_letter_form(gold: str, value: str | None, choices: Choices) -> bool:
+    """A form naming the option letter is extracted as the letter; quick match then fails for a gold written
+    as the option's text ("False") or rewritten by the extraction ("(C)")."""
+    return len(gold.strip()) != 1 or _mathverse_rewritten(gold, value, choices)
+
+
 #: (benchmark, mode, form) → when the form is rejected by design (docs/grading.md, "Self-consistency").
 EXCEPTIONS: dict[tuple[str, str, str], Callable[[str, str | None, Choices], bool]] = {
     **{(b, m, "option"): _letter_valued_option for b in ("wemath", "mathverse", "mathvision")
@@ -57,8 +63,10 @@ EXCEPTIONS: dict[tuple[str, str, str], Callable[[str, str | None, Choices], bool
     # We-Math's official letter is the first character after the last "Answer" (case-sensitive), else none
     **{("wemath", "official", form): _always for form in ("boxed", "sentence", "(letter)", "option")},
     ("mathvision", "official", "option"): _mathvision_cleaned,
-    **{("mathverse", "official", form): _mathverse_rewritten
-       for form in ("raw", "boxed", "sentence", "letter", "(letter)", "letter. option", "option", "prompt")},
+    **{("mathverse", "official", form): _mathverse_rewritten for form in ("raw", "boxed", "sentence")},
+    **{("mathverse", "official", form): _mathverse_letter_form
+       for form in ("letter", "(letter)", "letter. option", "prompt")},
+    ("mathverse", "official", "option"): _always,  # the option's text is extracted, the answer is its letter
     ("mathvision", "official", "letter. option"): _always,
     **{("mathvista", "official", form): _letter_shaped_gold for form in ("raw", "boxed", "sentence", "option")},
 }  # fmt: skip

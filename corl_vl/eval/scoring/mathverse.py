@@ -11,9 +11,8 @@ The official pipeline extracts with GPT under a few-shot prompt (``evaluation/ex
 - quick match: the extraction equals the answer string. A gold written with delimiters, a label or a unit
   (``Area $=113.1 \\mathrm{~cm}^{2}$``) therefore never matches an extraction that drops them, as officially.
 
-Deviations (docs/grading.md lists them with the official lines): the answer is stripped of outer whitespace
-before the match (officially only the extraction is, so such a gold could never match); an option's text is
-read as its letter. ``verified``: the shared extractor and equivalence check (gold letter or gold option value for
+Deviation (docs/grading.md lists it with the official line): the answer is stripped of outer whitespace
+before the match (officially only the extraction is, so such a gold could never match). ``verified``: the shared extractor and equivalence check (gold letter or gold option value for
 multiple choice, mathematical equivalence otherwise).
 """
 
@@ -50,12 +49,8 @@ def official_extract(response: str, choices: Sequence[str] | None = None) -> str
         if not lines or len(lines) > MAX_SHORT_LINES or len(response) > MAX_SHORT_CHARS:
             return None
         found = ", ".join(lines)  # a short answer without a marker ("Bugs Bunny", "C\nD") is copied
-    if choices:
-        options = parse_options(choices)
-        key = plain_text(found)
-        for letter, value in zip(options.letters, options.values):
-            if plain_text(value) == key:
-                return letter
+    if choices and any(plain_text(found) == plain_text(value) for value in parse_options(choices).values):
+        return found.strip()  # an option's text is copied as it is (the prompt names a letter only if given)
     return written_value(found) or None
 
 
