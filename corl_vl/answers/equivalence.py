@@ -25,9 +25,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from corl_vl.answers import mathverify_pool
-from corl_vl.answers.normalize import canonical, parse_number
+from corl_vl.answers.normalize import canonical, light, parse_number, split_items
 from corl_vl.answers.options import Options, letter_of, parse_options
 from corl_vl.answers.structures import fast_equal
+from corl_vl.answers.units import same_unit, strip_label, value_of
 
 DEFAULT_TIMEOUT_S = 5.0
 #: Longest answer handed to math-verify; longer ones are only compared as strings.
@@ -64,6 +65,14 @@ _PLAIN_WORDS = re.compile(r"[A-Za-z]{3,}(?: [A-Za-z]{3,})*")
 
 
 def _free_equivalent(gold: str, pred: str, precision: int | None, timeout: float) -> bool:
+    (g_value, g_unit), (p_value, p_unit) = value_of(gold), value_of(pred)
+    if g_unit is not None and p_unit is not None and same_unit(g_unit, p_unit) is False:
+        return False  # 12h is not 12a, 5 cm is not 5 m
+    if g_unit is not None or p_unit is not None or strip_label(gold) != gold or strip_label(pred) != pred:
+        gold, pred = g_value, p_value  # "Area $=5 \mathrm{~cm}^{2}$" states 5
+    rhs = _stated_right_side(gold) if "=" not in pred else None
+    if rhs is not None:  # "AB=4,CD=5" states 4, 5; "\frac{NO}{BO}=\frac{1}{\sqrt{6}}" states its right side
+        gold = rhs
     verdict = fast_equal(gold, pred, precision)
     if verdict is not None:
         return verdict
@@ -78,21 +87,37 @@ def _free_equivalent(gold: str, pred: str, precision: int | None, timeout: float
     return verdict
 
 
+_ONE_LETTER = re.compile(r"^\s*[A-Za-z]\s*$")
+
+
+def _stated_right_side(gold: str) -> str | None:
+    """The values a gold written as named equations states: the right side of each top-level ``name = value``
+    (comma-separated), when no left side is a lone variable (``x = 2x - 5`` is an equation to solve)."""
+    items = split_items(light(gold), ",")
+    if not items or "=" not in gold:
+        return None
+    sides = [item.split("=") for item in items]
+    if any(len(parts) != 2 or not parts[1].strip() or _ONE_LETTER.match(parts[0]) for parts in sides):
+        return None
+    if not all(_NAME.match(parts[0]) for parts in sides):
+        return None  # "7 = 11a + c", "a + 3z = 0": equations, not names
+    return ", ".join(parts[1].strip() for parts in sides)
+
+
+# A name on the left of "=": letters, subscripts, braces, \frac, brackets and ":" ("S_{MBCN}:S", "(p,q)"),
+# with at least two letters and no operator or digit.
+_NAME = re.compile(r"^(?=(?:[^A-Za-z]*[A-Za-z]){2})[A-Za-z\\{}_(),:;\s]+$")
+
+
 def _option_value_equal(value: str, pred: str, precision: int | None) -> bool:
     """Option values are often words ("Yes", "equal to") or quantities ("145°", "6cm")."""
     if canonical(value).lower() == canonical(pred).lower():
         return True
-    v_num, p_num = _unit_number(value), _unit_number(pred)
-    return v_num is not None and p_num is not None and v_num == p_num
-
-
-def _unit_number(s: str) -> object | None:
-    """The numeric value of "6cm" / "145°" / "12%" (unit glued on, as in MathVista options)."""
-    num = parse_number(s)
-    if num is None:
-        m = re.match(r"^\s*([-+]?\d[\d,]*(?:\.\d+)?)\s*[A-Za-z]{1,6}\s*$", s)
-        num = parse_number(m.group(1)) if m else None
-    return None if num is None else num.value
+    (v_value, v_unit), (p_value, p_unit) = value_of(value), value_of(pred)
+    if v_unit is not None and p_unit is not None and same_unit(v_unit, p_unit) is False:
+        return False  # "12h" is not the option "12a"
+    v_num, p_num = parse_number(v_value), parse_number(p_value)
+    return v_num is not None and p_num is not None and v_num.value == p_num.value
 
 
 def _gold_index(gold: str, options: Options) -> int | None:
@@ -129,6 +154,16 @@ def _cached(
     return _free_equivalent(gold, pred, precision, timeout)
 
 
+def _said_once(text: str) -> str:
+    """One value written on several lines ("-4.9\\n-4.9") is that value, as a repeated box is."""
+    s = text.strip()
+    if "\n" in s:
+        lines = {line.strip() for line in s.splitlines() if line.strip()}
+        if len(lines) == 1:
+            return lines.pop()
+    return s
+
+
 def equivalent(
     gold: str | None,
     pred: str | None,
@@ -149,7 +184,7 @@ def equivalent(
     """
     if gold is None or pred is None:
         return False
-    gold, pred = str(gold).strip(), str(pred).strip()
+    gold, pred = _said_once(str(gold)), _said_once(str(pred))
     if not gold or not pred:
         return False
     key_choices = tuple(str(c) for c in choices) if choices else None

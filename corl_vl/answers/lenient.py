@@ -18,8 +18,9 @@ _EMPHASIS = re.compile(r"\*\*|__|(?<![\w\\])\*(?=\S)|(?<=\S)\*(?!\w)|`")
 # "the (final/correct) answer is", "answer should be", "the answer to this question is", "Answer:", and the
 # same marker in Chinese, German, French, Spanish, Russian. The last one in the text wins.
 _MARKER = re.compile(
-    r"(?:\b(?:final|correct|right|best)\s+)?\banswers?\b(?:\s+(?:to|for)\s+(?:the|this|that)\s+"
+    r"(?:\b(?:final|correct|right|best)\s+)?\banswers?\b>?(?:\s+(?:to|for)\s+(?:the|this|that)\s+"
     r"(?:question|problem|puzzle)s?)?\s*(?:(?:is|would\s+be|will\s+be|should\s+be|must\s+be|=)\b|[:=：])"
+    r"|(?m:^)[ \t]*<?answer>?[ \t]+(?=\$|\\\(|\\\[)"  # "Answer \( 9 \)" opening a line
     r"|答案\s*(?:应该?|应当)?\s*(?:是|为|[:：])|(?<![\w])答\s*[:：]|\bAntwort\s*(?:ist|lautet|[:：])"
     r"|\bRéponse\s*(?:est|[:：])|\brespuesta\s*(?:es|[:：])|Ответ\s*[:：]",
     re.IGNORECASE,
@@ -71,11 +72,13 @@ _NUMBER_WORDS = {
 _NUMBER_WORD = re.compile(rf"\b({'|'.join(_NUMBER_WORDS)})\b", re.IGNORECASE)
 #: Returned by a step that found a hedge ("(B) 13 and (C) 26"): the response has no answer, stop looking.
 NO_ANSWER = "\x00no answer"
+_SPAN = re.compile(r"\$([^$]{1,200})\$|\\\((.{1,200}?)\\\)")
+_INEQUALITY = re.compile(r"<|>|≤|≥|≠|\\(?:le|ge|leq|geq|neq|ne|lt|gt)(?:slant)?(?![a-zA-Z])")
 _MATH_SPAN = re.compile(r"\s*(?:approximately\s+|about\s+)?(?:\$([^$]{1,200})\$|\\\((.{1,200}?)\\\))")
 # A closing statement that declines to answer: the numbers and letters before it are not an answer.
 _DECLINES = re.compile(
     r"\b(?:cannot|can ?not|can't|unable to|impossible to|not possible to|isn't possible|is not possible"
-    r"|no way to)\b[^.]*\b(?:determine|answer|solve|calculate|find|provide|compute|say|tell|be found|complete)"
+    r"|no way to)\b[^.]{0,200}?\b(?:determine|answer|solve|calculate|find|provide|compute|say|tell|be found|complete)"
     r"|\bplease provide\b|\b(?:not|n't) (?:enough|sufficient) information\b|\bmore (?:information|details)\b"
     r"|\bis missing\b|\bnone of the (?:options|choices|answers)\b|\b(?:not|n't) (?:among|in) the (?:options|choices)\b"
     r"|\b(?:an? )?(?:error|mistake|typo)s? in the (?:problem|question|options|choices)"
@@ -97,11 +100,32 @@ def _until_sentence_end(rest: str) -> str | None:
             return rest[:k] if k else None
         if ch == "$":
             in_math = not in_math
-        elif ch in ".!?" and not in_math and (k + 1 == len(rest) or rest[k + 1].isspace()):
+        elif (
+            ch in ".!?" and not in_math and (k + 1 == len(rest) or rest[k + 1].isspace())
+            and not (ch == "." and abbreviation(rest, k)) and not (k and rest[k - 1] == "\\")  # \! is LaTeX
+        ):  # fmt: skip
             return rest[:k]
         if k > MAX_SENTENCE_CHARS:
             return None
     return rest
+
+
+def _broken_inline_math(rest: str) -> bool:
+    """Whether ``rest`` opens inline math (``$`` or ``\\(``) that breaks a line before it closes: inline
+    math never spans lines (``$$`` and ``\\[`` may)."""
+    if rest.startswith("$") and not rest.startswith("$$"):
+        close = rest.find("$", 1)
+    elif rest.startswith("\\("):
+        close = rest.find("\\)", 2)
+    else:
+        return False
+    return "\n" in (rest[1:close] if close != -1 else rest[1:])
+
+
+def abbreviation(text: str, k: int) -> bool:
+    """Whether the full stop at ``text[k]`` closes a dotted abbreviation such as "S.A." or "e.g." (letter,
+    dot, letter, dot) rather than a sentence."""
+    return k >= 3 and text[k - 1].isalpha() and text[k - 2] == "." and text[k - 3].isalpha()
 
 
 def marker(text: str) -> str | None:
@@ -115,6 +139,12 @@ def marker(text: str) -> str | None:
     rest = text[last.end() : last.end() + 4 * MAX_SENTENCE_CHARS].lstrip(" \t:：")
     if rest.startswith("\n"):
         rest = rest.lstrip()
+    if _broken_inline_math(rest):
+        return NO_ANSWER  # the marked answer is malformed math: no answer rather than a guess
+    for left, right in (("$$", "$$"), ("\\[", "\\]")):  # display math may span lines
+        close = rest.find(right, len(left)) if rest.startswith(left) else -1
+        if close != -1:
+            return rest[len(left) : close].strip() or None
     found = _until_sentence_end(rest)
     if found is None:
         return None
@@ -173,6 +203,9 @@ def stated_value(text: str, options: Options | None) -> str | None:
                 return options.values[named[0]]
             if len(named) > 1:
                 return NO_ANSWER  # a hedge between options states no answer
+        relation = _last_inequality(sentence)
+        if relation is not None:  # "Therefore $x \\geq 5$ is the solution." states x ≥ 5, not 5
+            return relation
         numbers = list(_NUMBER.finditer(sentence))
         if not numbers:
             word = _NUMBER_WORD.search(sentence, _last_stating(sentence))  # "the number of cats is eight."
@@ -191,6 +224,16 @@ def stated_value(text: str, options: Options | None) -> str | None:
         after = [n for n in numbers if cut is not None and n.start() >= cut]
         return (after[0] if after else numbers[-1]).group(0)
     return None
+
+
+def _last_inequality(sentence: str) -> str | None:
+    """The last ``$…$`` / ``\\(…\\)`` span of the sentence that states an inequality, or None."""
+    found = None
+    for m in _SPAN.finditer(sentence):
+        span = (m.group(1) or m.group(2) or "").strip()
+        if _INEQUALITY.search(span):
+            found = span
+    return found
 
 
 def _last_stating(sentence: str) -> int:

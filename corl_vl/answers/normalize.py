@@ -60,10 +60,17 @@ _SHORT_FRAC_NUM = re.compile(r"\\frac\s*(\d)\s*\{")  # \frac9{19}
 _SHORT_SQRT = re.compile(r"\\sqrt\s*(\d)")
 _TEXT_WRAP = re.compile(r"^\\(?:text|textbf|textrm|mathrm|mbox|mathbf|textit)\{([^{}]*)\}$")
 WHITESPACE = re.compile(r"\s+")
+# One spelling per relation: "x >= 5", "x \\ge 5", "x ≥ 5" and "x \\geq 5" are the same statement.
+_RELATIONS = {
+    ">=": "\\geq", "\\geq": "\\geq", "\\ge": "\\geq", "≥": "\\geq",
+    "<=": "\\leq", "\\leq": "\\leq", "\\le": "\\leq", "≤": "\\leq",
+    "!=": "\\neq", "\\neq": "\\neq", "\\ne": "\\neq", "≠": "\\neq", "\\gt": ">", "\\lt": "<",
+}  # fmt: skip
+_RELATION_SPELLING = re.compile(r">=|<=|!=|≥|≤|≠|\\(?:geq|leq|neq|ge|le|ne|gt|lt)(?:slant)?(?![a-zA-Z])")
 
 # A decimal comma ("2,5", "3,14") has one or two digits after a single comma; three digits mean thousands.
-_NUM = r"[-+]?\d+,\d{1,2}(?![\d,])|[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+"
-_DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d{1,2}")
+_NUM = r"[-+]?0,\d+(?![\d,])|[-+]?\d+,\d{1,2}(?![\d,])|[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+"
+_DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d{1,2}|[-+]?0,\d+")  # a thousands group never follows a lone 0
 _UNIT = (
     r"(?:\\(?:text|mbox|mathrm|textrm|operatorname)\s*\{[^{}]*\}"  # \text{ cm}
     r"|(?<=\s)[A-Za-z]{2,}(?:\s+[A-Za-z]{2,})*)"  # " cm", " square units" (2+ letters, after a space)
@@ -119,6 +126,7 @@ def light(text: str) -> str:
     s = _SHORT_SQRT.sub(r"\\sqrt{\1}", s)
     s = _DEGREES.sub("", s)
     s = s.replace("{,}", ",").replace("−", "-")
+    s = _RELATION_SPELLING.sub(lambda m: _RELATIONS[m.group(0).replace("slant", "")], s)
     return s.strip()
 
 

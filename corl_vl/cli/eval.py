@@ -249,7 +249,7 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from corl_vl.eval.loaders import load_benchmark
-    from corl_vl.eval.report import check_ids, read_responses, write_outputs
+    from corl_vl.eval.report import check_ids, overall_text, read_responses, write_outputs
     from corl_vl.io import check_output_path
 
     if bool(args.responses) == bool(args.model):
@@ -297,7 +297,7 @@ def _run(args: argparse.Namespace) -> int:
         run_name, bench = key.split("/", 1)
         res = runs[run_name][bench][0]
         missing = f", {res['n_missing']} without a response" if res["n_missing"] else ""
-        print(f"{key}: overall {100 * res['overall']:.2f}% on {res['n_records']} records{missing} → {path}")
+        print(f"{key}: overall {overall_text(res)} on {res['n_records']} records{missing} → {path}")
     print(f"report: {args.output_dir / 'report.md'}")
     return 0
 

@@ -51,6 +51,8 @@ class BenchmarkSpec:
         to_problem: converts one row (a dict) to a Problem; raises CorlError on bad rows.
         samples: default responses per record when generating (AMC is scored avg@8).
         multimodal: whether records carry images (text benchmarks never do).
+        grouped: records form groups scored together (``meta["group"]``, We-Math): ``limit`` takes whole
+            groups.
     """
 
     name: str
@@ -60,6 +62,7 @@ class BenchmarkSpec:
     to_problem: Callable[[dict[str, Any], RowContext], Problem]
     samples: int = 1
     multimodal: bool = True
+    grouped: bool = False
 
 
 # ---------------------------------------------------------------------------------------------- row helpers
@@ -268,7 +271,8 @@ def load_benchmark(
         data: a local folder or annotation file; None loads the official hub dataset.
         split: which split (default: the benchmark's first known split).
         annotations_only: skip images entirely (scoring existing responses).
-        limit: keep only the first ``limit`` records.
+        limit: keep only the first ``limit`` records; for a grouped benchmark (We-Math), the first whole
+            groups (in order of first appearance) until at least ``limit`` records, so that no group is cut.
     """
     from corl_vl.eval.benchmarks import get_spec
 
@@ -293,9 +297,10 @@ def load_benchmark(
     problems: list[Problem] = []
     seen: dict[str, str] = {}
     index = 0
+    row_limit = None if spec.grouped else limit
     for rows, label, root in sources:
         for row in rows:
-            if limit is not None and len(problems) >= limit:
+            if row_limit is not None and len(problems) >= row_limit:
                 break
             ctx = RowContext(source=label, index=index, root=root, annotations_only=annotations_only)
             problem = spec.to_problem(dict(row), ctx)
@@ -306,4 +311,21 @@ def load_benchmark(
             index += 1
     if not problems:
         raise CorlError(f"{name}: no records found in {data or spec.hub_id}")
-    return problems
+    return whole_groups(problems, limit) if spec.grouped and limit is not None else problems
+
+
+def whole_groups(problems: list[Problem], limit: int) -> list[Problem]:
+    """The records of the first groups (by first appearance) until at least ``limit`` records, in source
+    order: We-Math's sub-problems of one group are far apart in its file, so its first rows form no group."""
+    sizes: dict[str, int] = {}
+    for p in problems:
+        group = str(p.meta.get("group", p.id))
+        sizes[group] = sizes.get(group, 0) + 1
+    chosen: set[str] = set()
+    taken = 0
+    for group, size in sizes.items():
+        if taken >= limit:
+            break
+        chosen.add(group)
+        taken += size
+    return [p for p in problems if str(p.meta.get("group", p.id)) in chosen]

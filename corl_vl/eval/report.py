@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from corl_vl.answers.clean import encodable
 from corl_vl.errors import CorlError
 from corl_vl.eval.scoring.base import RecordScore
 from corl_vl.io import atomic_file, read_jsonl, write_jsonl_atomic, write_text_atomic
@@ -24,9 +25,18 @@ _REPORT_METRICS = {
 
 # ---------------------------------------------------------------------------------------------- writing
 def write_run(folder: Path, results: Mapping[str, Any], records: Mapping[str, RecordScore]) -> None:
-    """``results.json`` and ``responses.jsonl`` (response, extracted, correct per record) in ``folder``."""
-    write_text_atomic(folder / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    write_jsonl_atomic(folder / "responses.jsonl", (r.to_json() for r in records.values()))
+    """``results.json`` and ``responses.jsonl`` (response, extracted, correct per record) in ``folder``.
+
+    Text that UTF-8 cannot encode (lone surrogates in a response) is written as U+FFFD, never dropped;
+    ``results.json`` counts the replacements in ``n_replaced_characters``."""
+    rows, replaced = [], 0
+    for record in records.values():
+        row, n = encodable(record.to_json())
+        rows.append(row)
+        replaced += n
+    out = {**results, "n_replaced_characters": replaced}
+    write_text_atomic(folder / "results.json", json.dumps(out, indent=2, ensure_ascii=False) + "\n")
+    write_jsonl_atomic(folder / "responses.jsonl", rows)
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -76,18 +86,32 @@ def check_ids(responses: Mapping[str, Sequence[str]], ids: Iterable[str], source
 
 # ---------------------------------------------------------------------------------------------- report
 def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f}"
+    return "n/a" if x is None else f"{100 * x:.1f}"
+
+
+def overall_text(results: Mapping[str, Any]) -> str:
+    """The headline for a console line: "12.34%", or why there is none (We-Math without a complete group)."""
+    overall = results.get("overall")
+    if overall is None:
+        return "n/a (no complete group)" if results.get("benchmark") == "wemath" else "n/a"
+    return f"{100 * overall:.2f}%"
 
 
 def render_markdown(table: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
     """report.md: overall accuracy (%) per run × benchmark, then each benchmark's main metrics."""
     runs = list(table)
     benchmarks = list(dict.fromkeys(b for run in table.values() for b in run))
+    runs = [run for run in runs if table[run]]
     lines = [
         "# Evaluation report",
         "",
         "Overall (%; We-Math: strict score), by each run's --scoring (default: the benchmark's official rules). "
         "Records without a response count as wrong.",
+        "",
+        "**Which number to quote:** `overall` (this table, `results.json` `overall`) under official scoring "
+        "is the comparable score: it applies each benchmark's published rules, quirks included, so it stands "
+        "next to published tables. `overall_verified` (below) is what the model got right by lenient "
+        "extraction and mathematical equivalence; quote it only as such, never in a table of official scores.",
         "",
     ]
     lines.append("| run | " + " | ".join(benchmarks) + " |")
@@ -124,10 +148,34 @@ def _scoring_table(
         return []
     head = [
         "", "## Official vs verified scoring", "",
-        "Official: each benchmark's published rules (comparable with published tables). Verified: lenient "
-        "extraction + mathematical equivalence. Disagree: records whose two verdicts differ.", "",
+        "Official (`overall_official`): each benchmark's published rules (comparable with published tables). "
+        "Verified (`overall_verified`): lenient extraction + mathematical equivalence. Disagree: records whose "
+        "two verdicts differ.", "",
         "| run | benchmark | official | verified | disagree |", "|---|---|---:|---:|---:|",
     ]  # fmt: skip
+    return head + rows + _disagreement_table(table, runs, benchmarks)
+
+
+def _disagreement_table(
+    table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: list[str], benchmarks: list[str]
+) -> list[str]:
+    """The disagreements by category (which scoring accepts, and whether the extractions differ)."""
+    rows = [
+        f"| {run} | {bench} | {category} | {count} |"
+        for run in runs
+        for bench in benchmarks
+        if (res := table[run].get(bench)) is not None
+        for category, count in (res.get("disagree_categories") or {}).items()
+    ]
+    if not rows:
+        return []
+    head = [
+        "",
+        "Disagreements by category:",
+        "",
+        "| run | benchmark | category | records |",
+        "|---|---|---|---:|",
+    ]
     return head + rows
 
 
@@ -138,13 +186,13 @@ def plot_bars(table: Mapping[str, Mapping[str, Mapping[str, Any]]], path: Path) 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = list(table)
+    runs = [run for run in table if table[run]]
     benchmarks = list(dict.fromkeys(b for run in table.values() for b in run))
     width = 0.8 / max(1, len(runs))
     fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(benchmarks) * max(1, len(runs)) ** 0.5 + 2), 3.6))
     for i, run in enumerate(runs):
         xs = [j + (i - (len(runs) - 1) / 2) * width for j in range(len(benchmarks))]
-        ys = [100 * table[run][b]["overall"] if b in table[run] else 0.0 for b in benchmarks]
+        ys = [100 * (table[run][b]["overall"] or 0.0) if b in table[run] else 0.0 for b in benchmarks]
         bars = ax.bar(xs, ys, width=width, label=run)
         ax.bar_label(bars, fmt="%.1f", fontsize=7)
     ax.set_xticks(range(len(benchmarks)), benchmarks)
@@ -171,6 +219,11 @@ def write_outputs(
     otherwise each goes to ``output_dir/<run>/<benchmark>/``.
     """
     pairs = [(run, bench) for run, by_bench in runs.items() for bench in by_bench]
+    if not pairs:  # checked before writing: a report without a single score is no report
+        raise CorlError(
+            f"{output_dir}: nothing to report, every requested benchmark was skipped for every model "
+            f"(see the warnings above); pick a benchmark the model can read"
+        )
     written: dict[str, Path] = {}
     for run, bench in pairs:
         folder = output_dir if len(pairs) == 1 else output_dir / run / bench

@@ -15,7 +15,7 @@ _SPECS = [
     BenchmarkSpec(
         "mathverse", "AI4Math/MathVerse", "testmini", ("testmini", "testmini_text_only"), mathverse.to_problem
     ),
-    BenchmarkSpec("wemath", "We-Math/We-Math", None, ("testmini",), wemath.to_problem),
+    BenchmarkSpec("wemath", "We-Math/We-Math", None, ("testmini",), wemath.to_problem, grouped=True),
     BenchmarkSpec("mathvision", "MathLLMs/MathVision", None, ("testmini", "test"), mathvision.to_problem),
     BenchmarkSpec(
         "math500", "HuggingFaceH4/MATH-500", None, ("test",), text.math500_problem, multimodal=False

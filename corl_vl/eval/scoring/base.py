@@ -118,6 +118,39 @@ def letter_gold_equivalent(gold: str, extracted: str, choices: Sequence[str]) ->
     return bool(equivalent(options.values[index], extracted, choices))
 
 
+def states_gold(response: str, gold: str | None) -> bool:
+    """Whether the whole response is the gold answer, spelled the same up to ``$``, spacing and a final full
+    stop ("domain: [-4, 0) and range: (-3, 1]" is correct even though no rule extracts a single value)."""
+    from corl_vl.answers.extract import strip_dollars
+    from corl_vl.answers.normalize import canonical
+
+    if gold is None or not gold.strip() or len(response) > 2 * len(gold) + 20:
+        return False
+    return canonical(strip_dollars(response)) == canonical(strip_dollars(gold))
+
+
+def disagreement_category(record: RecordScore) -> str:
+    """Why a record's two verdicts differ, from its first response whose verdicts differ: which scoring
+    accepts it, and whether the two extractions differ (a rule reads the response differently) or are the
+    same (the comparison rules differ, e.g. exact string match against mathematical equivalence)."""
+    official = record.correct_official or []
+    verified = record.correct_verified or []
+    extracted_official = record.extracted_official or [None] * len(official)
+    for j, (o, v) in enumerate(zip(official, verified)):
+        if o == v:
+            continue
+        side = "official accepts" if o else "verified accepts"
+        eo, ev = extracted_official[j], record.extracted[j] if j < len(record.extracted) else None
+        if eo is None or ev is None:
+            reason = "no official extraction" if eo is None else "no verified extraction"
+        elif eo.strip() == ev.strip():
+            reason = "same extraction, different comparison"
+        else:
+            reason = "different extraction"
+        return f"{side}: {reason}"
+    return "mean of several responses"
+
+
 @dataclass
 class Scorer:
     """Base scorer: ``verified`` = the shared extractor (``extraction`` mode) + the shared equivalence check;
@@ -177,7 +210,9 @@ class Scorer:
     def score_record(self, problem: Problem, responses: Sequence[str]) -> RecordScore:
         """Both verdicts for each response; ``correct`` follows ``scoring``."""
         extracted = [self.extract(problem, r) for r in responses]
-        verified = [self.judge(problem, e) for e in extracted]
+        verified = [
+            self.judge(problem, e) or states_gold(r, problem.answer) for r, e in zip(responses, extracted)
+        ]
         given = (self.official_extractions or {}).get(problem.id)
         if given is not None and len(given) == len(responses):
             official_extracted = list(given)
@@ -234,7 +269,8 @@ class Scorer:
     def results(self, problems: Sequence[Problem], records: Mapping[str, RecordScore]) -> dict[str, Any]:
         """``{"benchmark", "overall", "overall_official", "overall_verified", "n_disagree", "metrics",
         "breakdowns", ...}`` with accuracies as fractions; ``overall`` is the ``scoring`` one (official by
-        default). ``n_disagree``: records whose official and verified verdicts differ."""
+        default). ``n_disagree``: records whose official and verified verdicts differ, counted by
+        :func:`disagreement_category` in ``disagree_categories``."""
         scores = [records[p.id].score for p in problems]
         metrics, extra_breakdowns = self._metrics(problems, records)
         breakdowns = self.breakdowns(problems, records)
@@ -246,6 +282,9 @@ class Scorer:
             if (r := records[p.id]).correct_official is not None and r.correct_verified is not None
             and r.correct_official != r.correct_verified
         ]  # fmt: skip
+        categories: dict[str, int] = defaultdict(int)
+        for rid in disagree:
+            categories[disagreement_category(records[rid])] += 1
         return {
             "benchmark": self.name,
             "overall": self.overall(metrics),
@@ -255,6 +294,7 @@ class Scorer:
             "extraction": self.extraction,
             "n_disagree": len(disagree),
             "disagree_ids": disagree,
+            "disagree_categories": dict(sorted(categories.items())),
             "metrics": metrics,
             "breakdowns": breakdowns,
             "n_records": len(problems),

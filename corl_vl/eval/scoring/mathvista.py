@@ -16,6 +16,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from corl_vl.answers.extract import strip_dollars
+from corl_vl.answers.lenient import MAX_SENTENCE_CHARS
 from corl_vl.answers.normalize import parse_number
 from corl_vl.data.problem import Problem
 from corl_vl.eval.benchmarks.mathvista import METADATA_KEYS
@@ -26,7 +28,7 @@ _TEXT_WRAP = re.compile(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}")
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\degree")
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_QUOTED_ANSWER = re.compile(r'The answer is "(.*)"\.')  # the official quick-extract pattern
+_QUOTED_HEAD = 'The answer is "'  # the official quick-extract pattern is r'The answer is "(.*)"\.'
 _FIRST_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n")
 
 
@@ -50,9 +52,7 @@ def most_similar(prediction: str, choices: Sequence[str]) -> str:
 
 
 def _clean(text: str) -> str:
-    s = text.strip()
-    while len(s) >= 2 and s[0] == "$" and s[-1] == "$":
-        s = s[1:-1].strip()
+    s = strip_dollars(text)
     s = _TEXT_WRAP.sub(r"\1", s)
     s = _DEGREE.sub("°", s)
     return s.strip().rstrip(".").strip()
@@ -132,8 +132,21 @@ def official_shortcut(
                 return str(read(response))  # int()/float() parse; nothing is executed
             except ValueError:
                 pass
-    quoted = _QUOTED_ANSWER.search(response)
-    return quoted.group(1) if quoted else None
+    return _quoted_answer(response)
+
+
+def _quoted_answer(response: str) -> str | None:
+    """``re.search(r'The answer is "(.*)"\\.', response)`` in linear time: the first line holding the phrase,
+    up to that line's last ``".`` (what the greedy ``.*`` ends on); the regex itself is quadratic on a line
+    that repeats the phrase."""
+    for line in response.split("\n"):
+        k = line.find(_QUOTED_HEAD)
+        if k == -1:
+            continue
+        end = line.rfind('".')
+        if end >= k + len(_QUOTED_HEAD):
+            return line[k + len(_QUOTED_HEAD) : end]
+    return None
 
 
 def rules_extract(response: str, choices: Sequence[str] | None, question_type: str, answer_type: str) -> str:
@@ -155,8 +168,8 @@ def rules_extract(response: str, choices: Sequence[str] | None, question_type: s
     found = extract_answer(response, choices if question_type == "multi_choice" else None, mode="lenient")
     if found is not None:
         return found
-    if question_type == "multi_choice":
-        return _FIRST_SENTENCE.split(text, maxsplit=1)[0]
+    if question_type == "multi_choice":  # a sentence GPT would copy is short; the bound keeps matching linear
+        return _FIRST_SENTENCE.split(text[:MAX_SENTENCE_CHARS], maxsplit=1)[0]
     return ""
 
 

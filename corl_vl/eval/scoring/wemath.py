@@ -12,7 +12,8 @@ IK, IG and CM are rates over the number of groups N (525 in testmini); RM's rate
 same strictness. Score = (N − 0.5·IG − RM − IK) / N with RM strict or loose (the official script divides by
 the count, not the rate, and hard-codes N = 525; here N is the number of complete groups scored). S1 is the
 accuracy over all sub-problems of all groups, S2 over the composite problems of 2-step groups, S3 of 3-step
-groups. Only complete groups count (a ``--limit`` may cut one); their number is reported.
+groups. Only complete groups count (``--limit`` takes whole groups; data may still lack a member); their number
+is reported, and with none the metrics are None ("n/a (no complete group)"), not 0.
 
 ``official``: the official extraction (text after the last "Answer", ``<>:.`` removed, first character if it
 is a letter A–H) must equal the gold letter. ``verified``: the shared extractor (falling back to the official
@@ -140,11 +141,13 @@ class WeMathScorer(Scorer):
             }
             groups, incomplete = collect_groups(problems, verdict)
             runs.append(four_dimensional(groups))
-        metrics = {k: sum(r[0][k] for r in runs) / len(runs) for k in runs[0][0]}
+        metrics: dict[str, float | None] = {k: sum(r[0][k] for r in runs) / len(runs) for k in runs[0][0]}
+        if not groups:  # no complete group (e.g. a --limit that cuts every group): no score, not 0
+            metrics = dict.fromkeys(metrics, None)
         counts: dict[str, float] = {k: sum(r[1][k] for r in runs) / len(runs) for k in COUNT_KEYS}
         extra = {"counts": {**counts, "groups": len(groups), "incomplete_groups": incomplete}}
         return metrics, {"four_dimensional": extra}
 
-    def overall(self, metrics: Mapping[str, float]) -> float:
-        """We-Math's headline is the strict score."""
+    def overall(self, metrics: Mapping[str, float | None]) -> float | None:
+        """We-Math's headline is the strict score; None when no group is complete."""
         return metrics["score_strict"]
