@@ -3,6 +3,7 @@ format characters and lone surrogates; a long number is never cut into another n
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -115,3 +116,15 @@ def test_a_long_number_is_never_cut_into_another_number():
         graded = grade(response, "0")
         assert not graded.correct
         assert graded.extracted in (None, big)
+
+
+def test_grade_writes_a_lone_surrogate_as_a_replacement_character_and_counts_it(tmp_path, capsys):
+    from corl_vl.cli import main
+
+    rows = tmp_path / "responses.jsonl"
+    rows.write_text('{"id": "1", "response": "so \\\\boxed{12} \\ud800", "answer": "12"}\n')
+    out = tmp_path / "graded.jsonl"
+    assert main(["grade", "--input", str(rows), "--output", str(out), "--no-progress"]) == 0
+    assert "1 unencodable character(s) written as U+FFFD" in capsys.readouterr().err
+    (row,) = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert row["correct"] is True and "\ufffd" in row["response"]

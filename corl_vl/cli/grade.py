@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from corl_vl.answers.clean import encodable
 from corl_vl.errors import CorlError
 from corl_vl.io import check_output_path, read_jsonl, write_jsonl_atomic
 
@@ -148,7 +149,13 @@ def run(args: argparse.Namespace) -> int:
         task = progress.add_task("grading", total=len(records))
         for _ in pool.map(one, range(len(records))):
             progress.advance(task)
-    write_jsonl_atomic(args.output, graded)
+    cleaned = [
+        encodable(row) for row in graded
+    ]  # a lone surrogate cannot be written as UTF-8: U+FFFD, counted
+    write_jsonl_atomic(args.output, [row for row, _ in cleaned])
+    replaced = sum(n for _, n in cleaned)
+    if replaced:
+        print(f"corl-vl grade: {replaced} unencodable character(s) written as U+FFFD", file=sys.stderr)
     n_correct = sum(r["correct"] for r in graded)
     if records:
         print(f"accuracy: {n_correct / len(records):.4f} ({n_correct}/{len(records)}) -> {args.output}")
