@@ -85,9 +85,12 @@ class ChatTemplating:
         template = self.chat_template
         try:
             return self.processor.apply_chat_template(
-                messages, chat_template=template, tokenize=False, add_generation_prompt=True,
+                messages,
+                chat_template=template,
+                tokenize=False,
+                add_generation_prompt=True,
                 **self.template_variables(),
-            )  # fmt: skip
+            )
         except TemplateError as err:
             raise CorlError(f"{self.template_origin}: {_describe(err)}; fix the template") from None
 

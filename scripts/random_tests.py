@@ -24,8 +24,11 @@ def collect(extra: list[str]) -> list[str]:
     """Node ids of the suite (one per parametrised case)."""
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", *extra],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode not in (0, 5):
         sys.exit(f"collection failed:\n{out.stdout}{out.stderr}")
     return [line for line in out.stdout.splitlines() if "::" in line]

@@ -46,10 +46,21 @@ def install_example_plugin(name: str) -> Path:
         shutil.copytree(source, copy)  # setuptools writes build/ and egg-info next to the sources
         staged = Path(work) / "site"
         subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-             "--target", str(staged), str(copy)],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--no-build-isolation",
+                "--no-index",
+                "--target",
+                str(staged),
+                str(copy),
+            ],
             check=True,
-        )  # fmt: skip
+        )
         (staged / ".complete").write_text("")
         try:
             staged.rename(target)

@@ -78,16 +78,26 @@ def config(
 
     counts = gpus or (None, None)
     raw = {
-        "agents": [{"name": "qwen", "model": models[0], "gpus": counts[0]},
-                   {"name": "llama", "model": models[1], "gpus": counts[1]}],
+        "agents": [
+            {"name": "qwen", "model": models[0], "gpus": counts[0]},
+            {"name": "llama", "model": models[1], "gpus": counts[1]},
+        ],
         "reward": {"topology": "mutual"},
         "data": {"train": "synthetic", "limit": 4, "problems_per_step": problems_per_step},
         "grpo": {"k": 4, "max_new_tokens": 6, "micro_batch_size": 4},
         "rollout": {"batch_size": 8, "tensor_parallel_size": tp},
-        "train": {"max_steps": max_steps, "save_every": save_every, "lr": 1e-3, "warmup_ratio": 0, "scheduler": "constant", "plot": False,
-                  "output_dir": str(out / "run"), "seed": 0},
+        "train": {
+            "max_steps": max_steps,
+            "save_every": save_every,
+            "lr": 1e-3,
+            "warmup_ratio": 0,
+            "scheduler": "constant",
+            "plot": False,
+            "output_dir": str(out / "run"),
+            "seed": 0,
+        },
         "distributed": {"deepspeed": str(ds_config) if distributed else None},
-    }  # fmt: skip
+    }
     if solo:
         raw["agents"], raw["reward"] = raw["agents"][:1], {"name": "ttrl"}
     return config_from_dict(raw, "dist_worker")

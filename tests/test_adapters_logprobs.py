@@ -87,9 +87,14 @@ def _reference(adapter, model, problems, *, sample: bool, temperature: float):
         torch.manual_seed(i)
         with torch.no_grad():
             out = model.generate(
-                **inputs, max_new_tokens=NEW_TOKENS, output_scores=True, return_dict_in_generate=True,
-                eos_token_id=adapter.stop_token_ids, pad_token_id=adapter.pad_token_id, **kwargs,
-            )  # fmt: skip
+                **inputs,
+                max_new_tokens=NEW_TOKENS,
+                output_scores=True,
+                return_dict_in_generate=True,
+                eos_token_id=adapter.stop_token_ids,
+                pad_token_id=adapter.pad_token_id,
+                **kwargs,
+            )
         tokens = []
         for token in out.sequences[0, inputs["input_ids"].shape[1] :].tolist():
             tokens.append(token)
@@ -146,9 +151,13 @@ def test_generation_batch_matches_unpadded_generate(family):
     assert (batch["attention_mask"][:, -1] == 1).all()  # left padding: every row ends at the last column
     with torch.no_grad():
         out = model.generate(
-            **batch, max_new_tokens=NEW_TOKENS, output_scores=True, return_dict_in_generate=True,
-            eos_token_id=adapter.stop_token_ids, pad_token_id=adapter.pad_token_id,
-        )  # fmt: skip
+            **batch,
+            max_new_tokens=NEW_TOKENS,
+            output_scores=True,
+            return_dict_in_generate=True,
+            eos_token_id=adapter.stop_token_ids,
+            pad_token_id=adapter.pad_token_id,
+        )
     width = batch["input_ids"].shape[1]
     for i, tokens in enumerate(completions):
         assert out.sequences[i, width : width + len(tokens)].tolist() == tokens, i

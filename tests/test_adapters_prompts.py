@@ -59,9 +59,14 @@ def test_prompt_ids_equal_hf_chat_template_path(adapters, name):
     images = [adapter.prepare_image(im) for im in problem.images]
     extra = {"processor_kwargs": adapter.processor_kwargs()} if images else {}
     reference = adapter.processor.apply_chat_template(
-        adapter.build_messages(problem, images), add_generation_prompt=True, tokenize=True, return_dict=True,
-        return_tensors="pt", **adapter.template_variables(), **extra,
-    )  # fmt: skip
+        adapter.build_messages(problem, images),
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=True,
+        return_tensors="pt",
+        **adapter.template_variables(),
+        **extra,
+    )
     assert prompt.prompt_ids == reference["input_ids"][0].tolist()
     assert "Which is bigger?\nA. 3/4\nB. 0.7" + INSTRUCTION in prompt.prompt_text
     for key, value in prompt.mm_inputs.items():

@@ -51,9 +51,12 @@ def test_vllm_prompt_tokens_equal_hf(name):
     adapter = family_adapter(name)
     problems = _problems(adapter.supports_images)
     llm = LLM(
-        **adapter.vllm_engine_kwargs(), enforce_eager=True, max_model_len=1024, seed=0,
+        **adapter.vllm_engine_kwargs(),
+        enforce_eager=True,
+        max_model_len=1024,
+        seed=0,
         kv_cache_memory_bytes=256 << 20,
-    )  # fmt: skip
+    )
     prompts = [adapter.encode_prompt(p) for p in problems]
     try:
         params = SamplingParams(max_tokens=5, temperature=0.0, logprobs=0)

@@ -45,8 +45,14 @@ def _builder(kill_at_call: int | None = None):
 
 
 def _config(out: Path):
-    overrides = [*TINY, "train.max_steps=4", "train.save_every=2", "train.scheduler=cosine",
-                 "train.warmup_ratio=0.25", f"train.output_dir={out}"]  # fmt: skip
+    overrides = [
+        *TINY,
+        "train.max_steps=4",
+        "train.save_every=2",
+        "train.scheduler=cosine",
+        "train.warmup_ratio=0.25",
+        f"train.output_dir={out}",
+    ]
     return load_config(TINY_COHORT, overrides)
 
 

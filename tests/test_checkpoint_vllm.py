@@ -34,8 +34,12 @@ AGENTS = {"qwen": True, "text": False}  # agent → reads images
 def vlm_and_text_run(tmp_path_factory) -> Path:
     """A tiny Qwen2.5-VL and a tiny text Qwen2 trained one step together."""
     run = tmp_path_factory.mktemp("vllm-ckpt") / "run"
-    overrides = ["train.max_steps=1", "train.save_every=1", "agents.internvl.model=tiny-qwen2.5",
-                 "agents.internvl.name=text"]  # fmt: skip
+    overrides = [
+        "train.max_steps=1",
+        "train.save_every=1",
+        "agents.internvl.model=tiny-qwen2.5",
+        "agents.internvl.name=text",
+    ]
     train(apply_overrides(_config(run), overrides), progress=False, prepare=_builder())
     return run
 
@@ -50,8 +54,13 @@ def test_vllm_loads_the_latest_agent_folder(vlm_and_text_run, agent):
     problem = generate_problems(1, seed=3)[0]
     if not adapter.supports_images:
         problem = to_text_problem(problem)
-    llm = LLM(model=str(folder), enforce_eager=True, max_model_len=1024, kv_cache_memory_bytes=256 << 20,
-              limit_mm_per_prompt={"image": 1 if AGENTS[agent] else 0})  # fmt: skip
+    llm = LLM(
+        model=str(folder),
+        enforce_eager=True,
+        max_model_len=1024,
+        kv_cache_memory_bytes=256 << 20,
+        limit_mm_per_prompt={"image": 1 if AGENTS[agent] else 0},
+    )
     try:
         request = adapter.vllm_request(adapter.encode_prompt(problem))
         out = llm.generate([request], SamplingParams(max_tokens=4, temperature=0.0), use_tqdm=False)
@@ -65,26 +74,67 @@ def test_eval_and_diagnose_with_vllm_on_a_run(vlm_and_text_run, fixtures_dir, tm
     cache = tmp_path / "cache"
     monkeypatch.setenv("CORL_VL_CACHE", str(cache))  # the engines' sync folders go here
     data = _wemath_group(fixtures_dir, tmp_path)
-    argv = ["eval", "--model", str(vlm_and_text_run), "--engine", "vllm", "--benchmark", "wemath",
-            "--data", str(data), "--limit", "1", "--max-new-tokens", "4", "--no-progress",
-            "--output-dir", str(tmp_path / "eval")]  # fmt: skip
+    argv = [
+        "eval",
+        "--model",
+        str(vlm_and_text_run),
+        "--engine",
+        "vllm",
+        "--benchmark",
+        "wemath",
+        "--data",
+        str(data),
+        "--limit",
+        "1",
+        "--max-new-tokens",
+        "4",
+        "--no-progress",
+        "--output-dir",
+        str(tmp_path / "eval"),
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     assert "qwen-step1/wemath: overall" in capsys.readouterr().out
 
     problems = tmp_path / "problems.jsonl"
     _problems_file(problems, 2)
     latest = vlm_and_text_run / "checkpoints" / "latest"
-    argv = ["diagnose", "--model", str(latest / "qwen"), "--model", str(latest / "text"), "--engine", "vllm",
-            "--data", str(problems), "--max-new-tokens", "4", "--output-dir", str(tmp_path / "diag"),
-            "--json"]  # fmt: skip
+    argv = [
+        "diagnose",
+        "--model",
+        str(latest / "qwen"),
+        "--model",
+        str(latest / "text"),
+        "--engine",
+        "vllm",
+        "--data",
+        str(problems),
+        "--max-new-tokens",
+        "4",
+        "--output-dir",
+        str(tmp_path / "diag"),
+        "--json",
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["n"] == 2
 
     responses = tmp_path / "r.jsonl"  # the model extractor, loaded once per eval command
     responses.write_text(json.dumps({"id": "1", "response": "so $d$ is 1.20 m"}) + "\n")
-    argv = ["eval", "--benchmark", "mathvista", "--data", str(fixtures_dir / "eval" / "mathvista" / "testmini.json"),
-            "--responses", str(responses), "--extractor", f"model:{latest / 'text'}", "--engine", "vllm",
-            "--output-dir", str(tmp_path / "extracted"), "--no-progress"]  # fmt: skip
+    argv = [
+        "eval",
+        "--benchmark",
+        "mathvista",
+        "--data",
+        str(fixtures_dir / "eval" / "mathvista" / "testmini.json"),
+        "--responses",
+        str(responses),
+        "--extractor",
+        f"model:{latest / 'text'}",
+        "--engine",
+        "vllm",
+        "--output-dir",
+        str(tmp_path / "extracted"),
+        "--no-progress",
+    ]
     assert main(argv) == 0, capsys.readouterr().err
 
     from corl_vl.data.rephrase import rephrase

@@ -56,8 +56,18 @@ def test_theory_phase_portrait_beside_an_integration_says_what_it_draws(capsys, 
 def _eval_responses(tmp_path, *extra: str) -> list[str]:
     responses = tmp_path / "r.jsonl"
     responses.write_text('{"id": "1", "response": "2"}\n')
-    return ["eval", "--benchmark", "mathvista", "--data", str(tmp_path), "--responses", str(responses),
-            "--output-dir", str(tmp_path / "out"), *extra]  # fmt: skip
+    return [
+        "eval",
+        "--benchmark",
+        "mathvista",
+        "--data",
+        str(tmp_path),
+        "--responses",
+        str(responses),
+        "--output-dir",
+        str(tmp_path / "out"),
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize(
@@ -105,8 +115,17 @@ def test_eval_cuda_device_without_a_gpu_is_one_line(capsys, tmp_path, monkeypatc
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    argv = ["eval", "--model", "tiny-qwen2.5", "--benchmark", "math500", "--output-dir", str(tmp_path),
-            "--device", "cuda"]  # fmt: skip
+    argv = [
+        "eval",
+        "--model",
+        "tiny-qwen2.5",
+        "--benchmark",
+        "math500",
+        "--output-dir",
+        str(tmp_path),
+        "--device",
+        "cuda",
+    ]
     _refused(capsys, argv, "--device cuda: this machine has no usable CUDA GPU")
 
 

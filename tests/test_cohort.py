@@ -21,9 +21,15 @@ from corl_vl.train.cohort import Cohort, Sampler, agent_view
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 TINY_COHORT = Path(__file__).resolve().parent / "fixtures" / "tiny_cohort.yaml"  # random tiny models
 TINY = [
-    "data.limit=4", "data.problems_per_step=2", "grpo.k=4", "grpo.max_new_tokens=6", "train.lr=1e-3",
-    "train.warmup_ratio=0", "train.scheduler=constant", "train.plot=false",
-]  # fmt: skip
+    "data.limit=4",
+    "data.problems_per_step=2",
+    "grpo.k=4",
+    "grpo.max_new_tokens=6",
+    "train.lr=1e-3",
+    "train.warmup_ratio=0",
+    "train.scheduler=constant",
+    "train.plot=false",
+]
 
 
 class ForcedTexts:

@@ -41,8 +41,11 @@ def test_paper_hyperparameters_in_pairs():
     vlm = load_config(CONFIGS / "pairs/qwen2.5-vl-3b_internvl3.5-2b.yaml")
     assert (vlm.grpo.k, vlm.grpo.max_new_tokens, vlm.data.problems_per_step) == (4, 512, 8)
     assert (vlm.train.lr, vlm.train.warmup_ratio, vlm.train.adam_betas, vlm.train.grad_clip) == (
-        1e-6, 0.03, (0.9, 0.95), 1.0,
-    )  # fmt: skip
+        1e-6,
+        0.03,
+        (0.9, 0.95),
+        1.0,
+    )
     text = load_config(CONFIGS / "pairs/qwen2.5-3b_llama-3.2-3b.yaml")
     assert (text.grpo.k, text.grpo.max_new_tokens, text.data.problems_per_step) == (8, 1024, 16)
     ring = load_config(CONFIGS / "pairs/ring3_qwen2.5-3b_llama-3.2-3b_qwen3-1.7b.yaml")
@@ -54,9 +57,17 @@ def test_paper_hyperparameters_in_pairs():
 def test_overrides_are_typed():
     cfg = load_config(
         TINY_COHORT,
-        ["grpo.k=2", "train.lr=3e-5", "grpo.epsilon_high=0.28", "agents.1.lr=1e-3", "agents.qwen.data_view=x.jsonl",
-         "train.adam_betas=[0.8, 0.9]", "grpo.epsilon_high=null", "agents.0.adapter_kwargs.dtype=bfloat16"],
-    )  # fmt: skip
+        [
+            "grpo.k=2",
+            "train.lr=3e-5",
+            "grpo.epsilon_high=0.28",
+            "agents.1.lr=1e-3",
+            "agents.qwen.data_view=x.jsonl",
+            "train.adam_betas=[0.8, 0.9]",
+            "grpo.epsilon_high=null",
+            "agents.0.adapter_kwargs.dtype=bfloat16",
+        ],
+    )
     assert cfg.grpo.k == 2 and isinstance(cfg.grpo.k, int)
     assert cfg.train.lr == 3e-5 and isinstance(cfg.train.lr, float)  # YAML reads "3e-5" as a string
     assert cfg.grpo.epsilon_high is None

@@ -99,8 +99,11 @@ def test_require_answer_names_the_row(data_dir: Path):
     with pytest.raises(CorlError, match=r"rephrased\.jsonl row 2 \(id 'q3'\): empty 'answer'"):
         load_problems(data_dir / "rephrased.jsonl", require_answer=True)
     with pytest.raises(CorlError, match="no answer column"):
-        load_problems(data_dir / "no_question.jsonl", fields=FieldMap(question="prompt_text", answer=None),
-                      require_answer=True)  # fmt: skip
+        load_problems(
+            data_dir / "no_question.jsonl",
+            fields=FieldMap(question="prompt_text", answer=None),
+            require_answer=True,
+        )
 
 
 def test_json_keyed_by_id_with_alternative_column_names(data_dir: Path):
@@ -163,8 +166,14 @@ def test_save_to_disk_dataset_dict(tmp_path: Path):
     from datasets import Dataset, DatasetDict, Features, List, Value
     from datasets import Image as ImageFeature
 
-    features = Features({"id": Value("int64"), "prompt": Value("string"), "images": List(ImageFeature()),
-                         "answer": Value("string")})  # fmt: skip
+    features = Features(
+        {
+            "id": Value("int64"),
+            "prompt": Value("string"),
+            "images": List(ImageFeature()),
+            "answer": Value("string"),
+        }
+    )
     train = {"id": [1, 2], "prompt": ["p1", "p2"], "answer": ["1", "2"], "images": [[_as_pil((9, 9, 9))], []]}
     test = {"id": [3], "prompt": ["p3"], "answer": ["3"], "images": [[_as_pil((1, 1, 1), "RGBA")] * 2]}
     DatasetDict(
@@ -202,8 +211,11 @@ def test_save_to_disk_with_corrupt_embedded_image(tmp_path: Path):
     from datasets import Image as ImageFeature
 
     features = Features({"id": Value("string"), "question": Value("string"), "image": ImageFeature()})
-    rows = {"id": ["a", "b"], "question": ["q", "q"],
-            "image": [{"bytes": _png((0, 0, 0)), "path": None}, {"bytes": b"\x89PNG garbage", "path": None}]}  # fmt: skip
+    rows = {
+        "id": ["a", "b"],
+        "question": ["q", "q"],
+        "image": [{"bytes": _png((0, 0, 0)), "path": None}, {"bytes": b"\x89PNG garbage", "path": None}],
+    }
     Dataset.from_dict(rows, features=features).save_to_disk(str(tmp_path / "d"))
     with pytest.raises(CorlError, match=r"row 1 field 'image': embedded image is corrupt"):
         load_problems(tmp_path / "d")

@@ -23,8 +23,20 @@ def test_generate_then_diagnose_two_tiny_models(tmp_path: Path, capsys) -> None:
     data = tmp_path / "problems.jsonl"
     problems = _problems_file(data, 4)
     out = tmp_path / "diag"
-    argv = ["diagnose", "--model", "tiny-qwen2.5", "--model", "tiny-llama3", "--data", str(data),
-            "--output-dir", str(out), "--max-new-tokens", "12", "--json"]  # fmt: skip
+    argv = [
+        "diagnose",
+        "--model",
+        "tiny-qwen2.5",
+        "--model",
+        "tiny-llama3",
+        "--data",
+        str(data),
+        "--output-dir",
+        str(out),
+        "--max-new-tokens",
+        "12",
+        "--json",
+    ]
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 

@@ -36,8 +36,10 @@ def test_record_ids_and_fields(fixtures_dir):
     assert mathv[2].id == "6" and mathv[2].choices == ["A", "B", "C", "D", "E"] and mathv[1].choices is None
     math500 = load_benchmark("math500", root / "math500", limit=3)
     assert [p.id for p in math500] == [
-        "test/precalculus/807.json", "test/intermediate_algebra/1994.json", "test/algebra/2584.json",
-    ]  # fmt: skip
+        "test/precalculus/807.json",
+        "test/intermediate_algebra/1994.json",
+        "test/algebra/2584.json",
+    ]
     assert math500[0].meta["subject"] == "precalculus" and math500[2].answer == "\\frac{14}{3}"
 
 
@@ -71,10 +73,17 @@ def test_embedded_image_bytes_are_kept_lazily(tmp_path):
 
     buf = io.BytesIO()
     Image.new("RGB", (4, 3), "red").save(buf, format="PNG")
-    table = pa.table({
-        "id": ["a"], "question": ["q"], "options": [[]], "answer": ["1"], "level": [1], "subject": ["s"],
-        "decoded_image": [{"bytes": buf.getvalue(), "path": None}],
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "id": ["a"],
+            "question": ["q"],
+            "options": [[]],
+            "answer": ["1"],
+            "level": [1],
+            "subject": ["s"],
+            "decoded_image": [{"bytes": buf.getvalue(), "path": None}],
+        }
+    )
     pq.write_table(table, tmp_path / "testmini-00000-of-00001.parquet")
     (problem,) = load_benchmark("mathvision", tmp_path)
     assert isinstance(problem.images[0], Image.Image) and problem.images[0].size == (4, 3)
@@ -116,8 +125,14 @@ def test_text_benchmark_rows():
     assert (amc.id, amc.answer) == ("7", "142")
     gsm = gsm8k_problem({"question": "Sum?", "answer": "2 + 3 = <<2+3=5>>5\n#### 1,005"}, _ctx(4))
     assert (gsm.id, gsm.answer) == ("test-4", "1005")
-    row = {"Record ID": "recX", "Question": "Which gas?", "Correct Answer": "argon", "Incorrect Answer 1": "neon",
-           "Incorrect Answer 2": "xenon", "Incorrect Answer 3": "radon"}  # fmt: skip
+    row = {
+        "Record ID": "recX",
+        "Question": "Which gas?",
+        "Correct Answer": "argon",
+        "Incorrect Answer 1": "neon",
+        "Incorrect Answer 2": "xenon",
+        "Incorrect Answer 3": "radon",
+    }
     gpqa = gpqa_problem(row, _ctx())
     assert sorted(gpqa.choices) == ["argon", "neon", "radon", "xenon"]
     assert gpqa.choices[ord(gpqa.answer) - ord("A")] == "argon"
@@ -136,13 +151,26 @@ def test_hub_path_with_a_local_stand_in_for_the_hub(monkeypatch):
 
     buf = io.BytesIO()
     Image.new("RGB", (5, 2), "blue").save(buf, format="PNG")
-    features = datasets.Features({
-        "id": datasets.Value("string"), "question": datasets.Value("string"),
-        "options": datasets.Sequence(datasets.Value("string")), "answer": datasets.Value("string"),
-        "level": datasets.Value("int64"), "subject": datasets.Value("string"), "decoded_image": datasets.Image(),
-    })  # fmt: skip
-    table = {"id": ["1"], "question": ["q"], "options": [["x", "y"]], "answer": ["B"], "level": [2],
-             "subject": ["logic"], "decoded_image": [{"bytes": buf.getvalue(), "path": None}]}  # fmt: skip
+    features = datasets.Features(
+        {
+            "id": datasets.Value("string"),
+            "question": datasets.Value("string"),
+            "options": datasets.Sequence(datasets.Value("string")),
+            "answer": datasets.Value("string"),
+            "level": datasets.Value("int64"),
+            "subject": datasets.Value("string"),
+            "decoded_image": datasets.Image(),
+        }
+    )
+    table = {
+        "id": ["1"],
+        "question": ["q"],
+        "options": [["x", "y"]],
+        "answer": ["B"],
+        "level": [2],
+        "subject": ["logic"],
+        "decoded_image": [{"bytes": buf.getvalue(), "path": None}],
+    }
     calls = []
 
     def fake_load_dataset(path, name=None, split=None):
@@ -160,6 +188,9 @@ def test_hub_path_with_a_local_stand_in_for_the_hub(monkeypatch):
         raise ConnectionError("offline\nmore detail")
 
     monkeypatch.setattr(datasets, "load_dataset", failing)
-    with pytest.raises(CorlError, match=r"cannot load gpqa from the hub \(hub:Idavidrein/gpqa/gpqa_diamond:train\): "
-                       r"offline; pass --data"):  # fmt: skip
+    with pytest.raises(
+        CorlError,
+        match=r"cannot load gpqa from the hub \(hub:Idavidrein/gpqa/gpqa_diamond:train\): "
+        r"offline; pass --data",
+    ):
         load_benchmark("gpqa")

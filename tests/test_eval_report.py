@@ -31,8 +31,18 @@ def test_eval_of_a_text_model_on_a_vision_benchmark_exits_2(fixtures_dir, tmp_pa
     ]
     (data / "testmini.jsonl").write_text(rows[0] + "\n")
     out = tmp_path / "out"
-    argv = ["eval", "--model", "tiny-qwen2.5", "--benchmark", "mathvision", "--data", str(data),
-            "--output-dir", str(out), "--no-progress"]  # fmt: skip
+    argv = [
+        "eval",
+        "--model",
+        "tiny-qwen2.5",
+        "--benchmark",
+        "mathvision",
+        "--data",
+        str(data),
+        "--output-dir",
+        str(out),
+        "--no-progress",
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "skipping mathvision" in err and "nothing to report" in err and "Traceback" not in err
@@ -40,8 +50,15 @@ def test_eval_of_a_text_model_on_a_vision_benchmark_exits_2(fixtures_dir, tmp_pa
 
 
 def _record(official: list[bool], verified: list[bool], ext_official, ext_verified) -> RecordScore:
-    return RecordScore("1", ["r"] * len(official), ext_verified, verified, extracted_official=ext_official,
-                       correct_official=official, correct_verified=verified)  # fmt: skip
+    return RecordScore(
+        "1",
+        ["r"] * len(official),
+        ext_verified,
+        verified,
+        extracted_official=ext_official,
+        correct_official=official,
+        correct_verified=verified,
+    )
 
 
 def test_disagreement_categories():

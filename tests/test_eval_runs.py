@@ -51,8 +51,21 @@ def test_run_folder_expands_to_its_agents(tiny_run):
 @pytest.mark.slow
 def test_eval_run_reports_every_agent_beside_its_base(tiny_run, fixtures_dir, tmp_path, capsys):
     data = _wemath_group(fixtures_dir, tmp_path)
-    argv = ["eval", "--model", str(tiny_run), "--benchmark", "wemath", "--data", str(data), "--limit", "4",
-            "--baseline-models", "--max-new-tokens", "4", "--no-progress"]  # fmt: skip
+    argv = [
+        "eval",
+        "--model",
+        str(tiny_run),
+        "--benchmark",
+        "wemath",
+        "--data",
+        str(data),
+        "--limit",
+        "4",
+        "--baseline-models",
+        "--max-new-tokens",
+        "4",
+        "--no-progress",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     for label in ("qwen-step2", "qwen-base", "internvl-step2", "internvl-base"):
@@ -60,8 +73,11 @@ def test_eval_run_reports_every_agent_beside_its_base(tiny_run, fixtures_dir, tm
     report = (tiny_run / "eval" / "step-000002" / "report.md").read_text()
     rows = dict.fromkeys(line.split("|")[1].strip() for line in report.splitlines() if line.startswith("| "))
     assert [r for r in rows if r.endswith(("-base", "-step2"))] == [
-        "qwen-base", "qwen-step2", "internvl-base", "internvl-step2"
-    ]  # fmt: skip
+        "qwen-base",
+        "qwen-step2",
+        "internvl-base",
+        "internvl-step2",
+    ]
 
 
 @pytest.mark.slow

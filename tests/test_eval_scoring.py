@@ -78,8 +78,16 @@ def test_mathvista_scores_and_breakdowns(fixtures_dir):
     assert _entry(results, "category", "general-vqa") == (3, 4)  # 2, 8, 108 of +506
     assert results["breakdowns"]["answer_type"]["list"]["accuracy"] == 0.5
     assert set(results["breakdowns"]) == {
-        "question_type", "answer_type", "language", "source", "category", "task", "context", "grade", "skills",
-    }  # fmt: skip
+        "question_type",
+        "answer_type",
+        "language",
+        "source",
+        "category",
+        "task",
+        "context",
+        "grade",
+        "skills",
+    }
 
 
 # ---------------------------------------------------------------------------------------------- MathVerse

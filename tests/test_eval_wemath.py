@@ -12,15 +12,24 @@ from corl_vl.eval.scoring.wemath import Group, classify, four_dimensional, offic
 
 def test_parse_options_handles_the_real_irregular_spellings():
     assert parse_options("A. 300, 400;B. 400, 300;C. 3000, 4000;D. 4000, 3000; E. No correct answer") == [
-        "300, 400", "400, 300", "3000, 4000", "4000, 3000", "No correct answer",
-    ]  # fmt: skip
+        "300, 400",
+        "400, 300",
+        "3000, 4000",
+        "4000, 3000",
+        "No correct answer",
+    ]
     # real rows: options run together without ";", and figure labels such as ";C." inside an option
     assert parse_options("A. 45° B. 60° ;C. 120°; D. No correct answer") == [
-        "45°", "60°", "120°", "No correct answer",
-    ]  # fmt: skip
+        "45°",
+        "60°",
+        "120°",
+        "No correct answer",
+    ]
     assert parse_options("A. to get Shape ;C.; B. to get Shape ;C.; C. No") == [
-        "to get Shape ;C.", "to get Shape ;C.", "No",
-    ]  # fmt: skip
+        "to get Shape ;C.",
+        "to get Shape ;C.",
+        "No",
+    ]
 
 
 def test_official_letter_extraction():
@@ -31,14 +40,29 @@ def test_official_letter_extraction():
 
 def test_classify_every_category():
     assert classify(Group(2, (True, True), True)) == {
-        "IK": False, "IG": False, "CM_strict": True, "CM_loose": True, "RM_strict": False, "RM_loose": False,
-    }  # fmt: skip
+        "IK": False,
+        "IG": False,
+        "CM_strict": True,
+        "CM_loose": True,
+        "RM_strict": False,
+        "RM_loose": False,
+    }
     assert classify(Group(2, (True, False), True)) == {
-        "IK": False, "IG": False, "CM_strict": False, "CM_loose": True, "RM_strict": True, "RM_loose": False,
-    }  # fmt: skip
+        "IK": False,
+        "IG": False,
+        "CM_strict": False,
+        "CM_loose": True,
+        "RM_strict": True,
+        "RM_loose": False,
+    }
     assert classify(Group(3, (False, False, False), True)) == {
-        "IK": False, "IG": False, "CM_strict": False, "CM_loose": False, "RM_strict": True, "RM_loose": True,
-    }  # fmt: skip
+        "IK": False,
+        "IG": False,
+        "CM_strict": False,
+        "CM_loose": False,
+        "RM_strict": True,
+        "RM_loose": True,
+    }
     assert classify(Group(3, (True, True, True), False))["IG"] is True
     assert classify(Group(3, (True, False, True), False))["IK"] is True
 
@@ -121,8 +145,13 @@ def test_letters_win_over_letter_shaped_option_values():
     from corl_vl.data.problem import Problem
     from corl_vl.eval.scoring import get_scorer
 
-    problem = Problem("g/2steps_1", "Which point?", choices=["F", "D", "B", "I", "No correct answer"], answer="D",
-                      meta={"group": "g", "step": "1", "steps": 2})  # fmt: skip
+    problem = Problem(
+        "g/2steps_1",
+        "Which point?",
+        choices=["F", "D", "B", "I", "No correct answer"],
+        answer="D",
+        meta={"group": "g", "step": "1", "steps": 2},
+    )
     verdicts = get_scorer("wemath", scoring="verified").score_record(
         problem, ["\\boxed{D}", "\\boxed{I}", "\\boxed{B}", "Answer: D"]
     )

@@ -56,13 +56,18 @@ HOSTILE = {
 }
 
 PROBLEMS = {
-    "mathvista": Problem("1", "q", choices=["1", "2", "3"], answer="1",
-                         meta={"question_type": "multi_choice", "answer_type": "text"}),
+    "mathvista": Problem(
+        "1",
+        "q",
+        choices=["1", "2", "3"],
+        answer="1",
+        meta={"question_type": "multi_choice", "answer_type": "text"},
+    ),
     "mathverse": Problem("1", "q", answer="1", meta={}),
     "wemath": Problem("1", "q", choices=["1", "2", "3"], answer="A", meta={}),
     "mathvision": Problem("1", "q", choices=["1", "2", "3"], answer="A", meta={}),
     "math500": Problem("1", "q", answer="1", meta={}),
-}  # fmt: skip
+}
 LIMIT_S = 1.0
 
 

@@ -147,10 +147,23 @@ def test_hub_model_offline_fails_fast_with_the_fix(tmp_path, how):
         env["HF_ENDPOINT"] = "http://127.0.0.1:9"  # nothing listens there: the hub cannot be reached
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "corl_vl", "train", "--pair", "qwen2.5-vl-3b,internvl3.5-2b",
-         "--set", "data.train=synthetic", "--output-dir", str(out)],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "corl_vl",
+            "train",
+            "--pair",
+            "qwen2.5-vl-3b,internvl3.5-2b",
+            "--set",
+            "data.train=synthetic",
+            "--output-dir",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -216,8 +229,15 @@ def test_unwritable_output_is_one_line(tmp_path, monkeypatch, capsys, code, word
     src = _grade_input(tmp_path)
     locked = tmp_path / "locked"
     locked.mkdir()
-    train_argv = ["train", "--config", str(TINY_COHORT), "--output-dir", str(locked / "run"), "--no-progress",
-                  *[a for kv in TINY for a in ("--set", kv)]]  # fmt: skip
+    train_argv = [
+        "train",
+        "--config",
+        str(TINY_COHORT),
+        "--output-dir",
+        str(locked / "run"),
+        "--no-progress",
+        *[a for kv in TINY for a in ("--set", kv)],
+    ]
     with ExitStack() as stack:
         if code == errno.EROFS and tmpfs_works():  # a real read-only file system
             stack.enter_context(tmpfs(locked, "1m"))
@@ -241,8 +261,21 @@ def test_output_path_that_is_a_folder(tmp_path, capsys):
 
 # -------------------------------------------------------------------------------------------- signals
 def _start(out: Path, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "corl_vl", "train", "--config", str(TINY_COHORT), "--output-dir", str(out),
-           "--no-progress", *[a for kv in TINY for a in ("--set", kv)], "--set", "train.max_steps=200", *extra]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "corl_vl",
+        "train",
+        "--config",
+        str(TINY_COHORT),
+        "--output-dir",
+        str(out),
+        "--no-progress",
+        *[a for kv in TINY for a in ("--set", kv)],
+        "--set",
+        "train.max_steps=200",
+        *extra,
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -272,11 +305,25 @@ def test_signal_saves_says_how_to_resume_and_resume_continues(tmp_path, sig, cod
     stale = out / "checkpoints" / f".step-{stopped_at + 1:06d}.tmp-dead"
     (stale / "qwen").mkdir(parents=True)
     resumed = subprocess.run(
-        [sys.executable, "-m", "corl_vl", "train", "--config", str(TINY_COHORT), "--output-dir", str(out),
-         "--no-progress", *[a for kv in TINY for a in ("--set", kv)], "--set", f"train.max_steps={stopped_at + 1}",
-         "--resume"],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "corl_vl",
+            "train",
+            "--config",
+            str(TINY_COHORT),
+            "--output-dir",
+            str(out),
+            "--no-progress",
+            *[a for kv in TINY for a in ("--set", kv)],
+            "--set",
+            f"train.max_steps={stopped_at + 1}",
+            "--resume",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert f"removed {stale}" in resumed.stderr and not stale.exists()
     assert latest_checkpoint(out).name == f"step-{stopped_at + 1:06d}"

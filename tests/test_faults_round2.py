@@ -59,8 +59,16 @@ def test_second_run_on_a_held_folder_is_refused_naming_the_owner(holder):
     run, pid = holder
     config = run.parent / "cohort.yaml"
     config.write_text(TINY_COHORT.read_text())
-    proc = _cli("train", "--config", str(config), "--output-dir", str(run), "--no-progress",
-                *(f"--set={o}" for o in TINY), "--max-steps=1")  # fmt: skip
+    proc = _cli(
+        "train",
+        "--config",
+        str(config),
+        "--output-dir",
+        str(run),
+        "--no-progress",
+        *(f"--set={o}" for o in TINY),
+        "--max-steps=1",
+    )
     err = _one_line_exit_2(proc)
     assert f"PID {pid} on {socket.gethostname()}" in err and "in use by another run" in err
     assert sorted(p.name for p in run.iterdir()) == [LOCK_NAME]  # nothing written by the refused run
@@ -159,9 +167,15 @@ def test_valid_boundaries_are_accepted():
 
     cfg = load_config(
         TINY_COHORT,
-        ["train.grad_clip=0", "grpo.importance_ratio_cap=0", "grpo.beta=0", "train.adam_betas=[0, 0.999]",
-         "grpo.top_p=1", "grpo.epsilon_high=0"],
-    )  # fmt: skip
+        [
+            "train.grad_clip=0",
+            "grpo.importance_ratio_cap=0",
+            "grpo.beta=0",
+            "train.adam_betas=[0, 0.999]",
+            "grpo.top_p=1",
+            "grpo.epsilon_high=0",
+        ],
+    )
     assert cfg.train.grad_clip == 0 and cfg.train.adam_betas == (0, 0.999)
 
 

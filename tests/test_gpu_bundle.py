@@ -74,8 +74,11 @@ def test_the_bundle_is_pure_small_and_installs_offline_into_an_image_only_enviro
     # offline install, as on the node: --no-index --no-deps --target, then PYTHONPATH
     target = tmp_path / "site"
     wheels = sorted(str(p) for p in out.iterdir())
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--target", str(target),
-                    *wheels], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--target", str(target), *wheels],
+        check=True,
+        capture_output=True,
+    )
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = next((venv / "lib").glob("python*/site-packages"))
@@ -99,8 +102,14 @@ def test_the_bundle_is_pure_small_and_installs_offline_into_an_image_only_enviro
     lacks = subprocess.run([python, "-c", "import datasets"], env=env, cwd=tmp_path, capture_output=True)
     assert lacks.returncode != 0
     # and the validation itself runs there: a section on the bundle's corl-vl, its JSON and table written
-    validate = [python, str(ROOT / "benchmarks" / "gpu" / "validate.py"), "--sections", "logprob_tail",
-                "--out", str(tmp_path / "out")]  # fmt: skip
+    validate = [
+        python,
+        str(ROOT / "benchmarks" / "gpu" / "validate.py"),
+        "--sections",
+        "logprob_tail",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     ran = subprocess.run(
         validate, env={**env, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path, capture_output=True, text=True
     )

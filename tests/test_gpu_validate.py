@@ -28,8 +28,11 @@ def test_h200_image_with_the_full_size_presets_runs_the_hf_sections_within_8_min
     assert [s.name for s in plan.run] == HF_ONLY
     assert plan.estimate_s <= 480
     reasons = {s["section"]: s["reason"] for s in plan.skipped}
-    assert reasons == {"sync": "needs vllm (not installed)", "drift": "needs vllm (not installed)",
-                       "torchrun": "needs deepspeed (not installed)"}  # fmt: skip
+    assert reasons == {
+        "sync": "needs vllm (not installed)",
+        "drift": "needs vllm (not installed)",
+        "torchrun": "needs deepspeed (not installed)",
+    }
     text = sections.describe(plan, H200, 480)
     assert "would run:" in text and "torchrun      needs deepspeed" in text and "of a 480 s budget" in text
 
@@ -61,8 +64,16 @@ def test_sections_and_budget_choose_and_cut_and_shared_runs_cost_once():
 
 def test_a_machine_described_in_a_file(tmp_path, capsys):
     described = tmp_path / "node.json"
-    described.write_text(json.dumps({"name": "2 × A100", "gpus": 2, "gpu_memory_gib": 40,
-                                     "packages": ["torch", "transformers", "deepspeed"]}))  # fmt: skip
+    described.write_text(
+        json.dumps(
+            {
+                "name": "2 × A100",
+                "gpus": 2,
+                "gpu_memory_gib": 40,
+                "packages": ["torch", "transformers", "deepspeed"],
+            }
+        )
+    )
     assert validate.main(["--dry-run", "--env", str(described)]) == 0
     out = capsys.readouterr().out
     assert "2 × A100: 2 GPU(s) × 40 GiB" in out
@@ -96,8 +107,10 @@ def test_the_table_shows_errors_in_one_line_and_names_skipped_models():
     rows = [
         {"section": "drift", "label": "tiny-x", "ok": False, "error": "Traceback ...\nValueError: bad dtype"}
     ]
-    skips = [{"section": "torchrun", "checks": "…", "reason": "no GPU"},
-             {"section": "drift", "label": "gemma-3-4b", "reason": "weights not in the local HF cache"}]  # fmt: skip
+    skips = [
+        {"section": "torchrun", "checks": "…", "reason": "no GPU"},
+        {"section": "drift", "label": "gemma-3-4b", "reason": "weights not in the local HF cache"},
+    ]
     text = validate.markdown(rows, skips, "# t")
     assert "| drift | tiny-x | NO |  | ERROR ValueError: bad dtype |" in text
     assert "| torchrun |  | skipped | | no GPU |" in text
@@ -126,8 +139,18 @@ def test_cpu_subset_of_the_memory_sections_writes_json_and_markdown(tmp_path, ca
 
 @pytest.mark.vllm
 def test_vllm_sections_run_end_to_end_on_cpu(tmp_path, capsys):
-    code = validate.main(["--sections", "sync,drift,torchrun", "--cohort-model", "tiny-qwen2.5", "--families",
-                          "tiny-llama3", "--out", str(tmp_path)])  # fmt: skip
+    code = validate.main(
+        [
+            "--sections",
+            "sync,drift,torchrun",
+            "--cohort-model",
+            "tiny-qwen2.5",
+            "--families",
+            "tiny-llama3",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     printed = capsys.readouterr().out
     report = json.loads(next(tmp_path.glob("*-cpu.json")).read_text())
     assert code == 0 and report["ok"], printed

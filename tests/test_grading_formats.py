@@ -48,8 +48,13 @@ def test_official_exceptions_are_the_official_rules():
     mathvision = Problem("1", "q", choices=["$12 \\mathrm{~m}$", "Person C"], answer="B")
     assert not _official("mathvision", mathvision, "Person C") and _official("mathvision", mathvision, "B")
     # MathVista reads "(b)" as option letter B, even when "(b)" is an option's text
-    mathvista = Problem("1", "q", choices=["(c)", "(a)", "(b)"], answer="(b)",
-                        meta={"question_type": "multi_choice", "answer_type": "text"})  # fmt: skip
+    mathvista = Problem(
+        "1",
+        "q",
+        choices=["(c)", "(a)", "(b)"],
+        answer="(b)",
+        meta={"question_type": "multi_choice", "answer_type": "text"},
+    )
     assert not _official("mathvista", mathvista, "(b)") and _official("mathvista", mathvista, "C")
 
 

@@ -39,8 +39,27 @@ def _commands(out: str) -> list[list[str]]:
 
 def test_launch_prints_one_torchrun_per_node_with_the_plan(tmp_path, capsys):
     cfg = _config(tmp_path, [6, 6, 4])
-    assert main(["launch", "--nodes", "2", "--gpus-per-node", "8", "--master-addr", "n0", "--config", str(cfg),
-                 "--set", "grpo.k=8", "--", "--output-dir", "/nfs/run"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "launch",
+                "--nodes",
+                "2",
+                "--gpus-per-node",
+                "8",
+                "--master-addr",
+                "n0",
+                "--config",
+                str(cfg),
+                "--set",
+                "grpo.k=8",
+                "--",
+                "--output-dir",
+                "/nfs/run",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "a2 spans nodes" in out and "a0: 6 GPU(s), ranks 0-5, node(s) 0" in out
     program = [
@@ -55,10 +74,17 @@ def test_launch_prints_one_torchrun_per_node_with_the_plan(tmp_path, capsys):
         "/nfs/run",
     ]
     assert _commands(out) == [
-        ["torchrun", "--nnodes=2", f"--node_rank={n}", "--nproc_per_node=8", "--master_addr=n0",
-         "--master_port=29500", *program]
+        [
+            "torchrun",
+            "--nnodes=2",
+            f"--node_rank={n}",
+            "--nproc_per_node=8",
+            "--master_addr=n0",
+            "--master_port=29500",
+            *program,
+        ]
         for n in (0, 1)
-    ]  # fmt: skip
+    ]
 
 
 def test_launch_starts_fewer_processes_where_gpus_are_left_over(tmp_path, capsys):
@@ -78,8 +104,23 @@ def test_launch_starts_fewer_processes_where_gpus_are_left_over(tmp_path, capsys
 def test_slurm_script_runs_torchrun_once_per_node_with_each_nodes_process_count(tmp_path):
     script = tmp_path / "run.sbatch"
     cfg = _config(tmp_path, [6, 6, 2])
-    assert main(["launch", "--nodes", "2", "--gpus-per-node", "8", "--slurm", "--write", str(script),
-                 "--config", str(cfg)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "launch",
+                "--nodes",
+                "2",
+                "--gpus-per-node",
+                "8",
+                "--slurm",
+                "--write",
+                str(script),
+                "--config",
+                str(cfg),
+            ]
+        )
+        == 0
+    )
     text = script.read_text()
     assert "#SBATCH --nodes=2" in text and "#SBATCH --gpus-per-node=8" in text
     assert "n=(8 6)" in text and '--node_rank="$SLURM_NODEID"' in text and "srun --kill-on-bad-exit=1" in text
@@ -95,8 +136,9 @@ def test_launch_refuses_a_node_that_would_run_nothing(tmp_path, capsys):
 
 
 def test_train_starts_its_own_processes_only_on_a_multi_gpu_node_nothing_launched(tmp_path):
-    cfg = config_from_dict({"agents": [{"model": "tiny-qwen2.5"}, {"model": "tiny-llama3"}],
-                            "distributed": {"deepspeed": ZERO2}})  # fmt: skip
+    cfg = config_from_dict(
+        {"agents": [{"model": "tiny-qwen2.5"}, {"model": "tiny-llama3"}], "distributed": {"deepspeed": ZERO2}}
+    )
     assert self_launch_processes(cfg, 8, {}) == 8  # equal shares of every visible GPU
     assert self_launch_processes(cfg, 1, {}) is None  # one GPU or CPU: this process
     assert self_launch_processes(cfg, 8, {"WORLD_SIZE": "8", "LOCAL_RANK": "0"}) is None  # already launched
@@ -110,19 +152,47 @@ def test_train_starts_its_own_processes_only_on_a_multi_gpu_node_nothing_launche
 
 def test_the_self_launch_reruns_the_same_train_command_under_torchs_launcher():
     args = argparse.Namespace(
-        log_level="info", library_progress=False, config="c.yaml", pair=None, overrides=["grpo.k=8"],
-        max_steps=3, output_dir="runs/x", baseline=None, resume=True, no_progress=False,
-        allow_unsafe_checkpoint=False, allow_config_change=["train.lr"],
-    )  # fmt: skip
+        log_level="info",
+        library_progress=False,
+        config="c.yaml",
+        pair=None,
+        overrides=["grpo.k=8"],
+        max_steps=3,
+        output_dir="runs/x",
+        baseline=None,
+        resume=True,
+        no_progress=False,
+        allow_unsafe_checkpoint=False,
+        allow_config_change=["train.lr"],
+    )
     argv = train_argv(args)
-    assert argv == ["--log-level", "info", "train", "--config", "c.yaml", "--set", "grpo.k=8", "--max-steps", "3",
-                    "--output-dir", "runs/x", "--resume", "--allow-config-change", "train.lr"]  # fmt: skip
+    assert argv == [
+        "--log-level",
+        "info",
+        "train",
+        "--config",
+        "c.yaml",
+        "--set",
+        "grpo.k=8",
+        "--max-steps",
+        "3",
+        "--output-dir",
+        "runs/x",
+        "--resume",
+        "--allow-config-change",
+        "train.lr",
+    ]
     from corl_vl.cli import build_parser
 
     again = build_parser().parse_args(argv)  # what the started processes parse: the same namespace
     assert {k: v for k, v in vars(again).items() if k != "func"} == {**vars(args), "command": "train"}
-    assert self_launch_command(4, argv, "py")[:5] == ["py", "-m", "torch.distributed.run", "--standalone",
-                                                      "--nproc_per_node=4"]  # fmt: skip
+    assert self_launch_command(4, argv, "py")[:5] == [
+        "py",
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=4",
+    ]
 
 
 def test_gpus_and_tensor_parallel_size_are_checked_in_the_config():
@@ -139,8 +209,14 @@ def test_vllm_engine_arguments_carry_the_tensor_parallel_size():
     from model_adapters.registry import create_adapter
 
     adapter = create_adapter("tiny-qwen2.5")
-    common = {"seed": 0, "kv_cache_memory_bytes": 1 << 28, "gpu_memory_utilization": 0.4, "max_model_len": None,
-              "on_gpu": True, "sleep_between_phases": True}  # fmt: skip
+    common = {
+        "seed": 0,
+        "kv_cache_memory_bytes": 1 << 28,
+        "gpu_memory_utilization": 0.4,
+        "max_model_len": None,
+        "on_gpu": True,
+        "sleep_between_phases": True,
+    }
     tp = engine_kwargs(adapter, world_size=4, tensor_parallel_size=2, **common)
     assert tp["tensor_parallel_size"] == 2 and tp["distributed_executor_backend"] == "external_launcher"
     assert "tensor_parallel_size" not in engine_kwargs(adapter, world_size=4, **common)

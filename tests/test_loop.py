@@ -52,9 +52,17 @@ def test_hooks_run_in_order_and_history_keeps_every_step():
     log: list[str] = []
     run = fit(CountingCohort(2), [Recorder("x", log), Recorder("y", log)])
     assert log == [
-        "x:start@0", "y:start@0", "x:step0", "y:step0", "x:step1", "y:step1",
-        "x:end@2", "y:end@2", "y:close", "x:close",
-    ]  # fmt: skip
+        "x:start@0",
+        "y:start@0",
+        "x:step0",
+        "y:step0",
+        "x:step1",
+        "y:step1",
+        "x:end@2",
+        "y:end@2",
+        "y:close",
+        "x:close",
+    ]
     assert run.completed == 2 and [row["step"] for row in run.history["a"]] == [0, 1]
     assert run.history["a"][1]["reward/mean"] == pytest.approx(0.2)
 
@@ -111,10 +119,17 @@ def test_unknown_metric_sink_is_refused():
 def test_periodic_validation_goes_to_metrics_and_keeps_the_best_checkpoint(tmp_path):
     out = tmp_path / "run"
     overrides = [
-        *TINY, "train.max_steps=2", f"train.output_dir={out}", "train.report_to=[none]",
-        "eval.every=1", "eval.source=synthetic", "eval.split=test", "eval.limit=2", "eval.max_new_tokens=4",
+        *TINY,
+        "train.max_steps=2",
+        f"train.output_dir={out}",
+        "train.report_to=[none]",
+        "eval.every=1",
+        "eval.source=synthetic",
+        "eval.split=test",
+        "eval.limit=2",
+        "eval.max_new_tokens=4",
         "eval.select_best=peer_agreement",
-    ]  # fmt: skip
+    ]
     cfg = load_config(TINY_COHORT, overrides)
 
     def prepare(cohort):

@@ -32,8 +32,17 @@ def test_extractor_spec_and_prompts() -> None:
 def test_model_extractor_is_refused_for_rule_based_benchmarks(tmp_path, capsys) -> None:
     responses = tmp_path / "r.jsonl"
     responses.write_text('{"id": "1", "response": "5"}\n')
-    argv = ["eval", "--benchmark", "mathvision", "--responses", str(responses), "--output-dir", str(tmp_path / "o"),
-            "--extractor", "model:tiny-qwen2.5"]  # fmt: skip
+    argv = [
+        "eval",
+        "--benchmark",
+        "mathvision",
+        "--responses",
+        str(responses),
+        "--output-dir",
+        str(tmp_path / "o"),
+        "--extractor",
+        "model:tiny-qwen2.5",
+    ]
     assert main(argv) == 2  # before any model or data is loaded
     assert "scored by its official rules" in capsys.readouterr().err
     assert main([*argv[:-1], "gpt4"]) == 2
@@ -48,9 +57,22 @@ def test_model_extractor_end_to_end(fixtures_dir, tmp_path, tiny_checkpoint) -> 
     rows_in.append({"id": "2", "response": "1000"})  # an integer answer: the official shortcut, no model call
     responses.write_text("".join(json.dumps(row) + "\n" for row in rows_in))
     out = tmp_path / "out"
-    argv = ["eval", "--benchmark", "mathvista", "--data", str(fixtures_dir / "eval" / "mathvista" / "testmini.json"),
-            "--responses", str(responses), "--extractor", "model:tiny-qwen2.5", "--batch-size", "3",
-            "--output-dir", str(out), "--no-progress"]  # fmt: skip
+    argv = [
+        "eval",
+        "--benchmark",
+        "mathvista",
+        "--data",
+        str(fixtures_dir / "eval" / "mathvista" / "testmini.json"),
+        "--responses",
+        str(responses),
+        "--extractor",
+        "model:tiny-qwen2.5",
+        "--batch-size",
+        "3",
+        "--output-dir",
+        str(out),
+        "--no-progress",
+    ]
     assert main(argv) == 0
     cache = out / "extractions" / "model" / "mathvista.jsonl"
     rows = [json.loads(line) for line in cache.read_text().splitlines()]

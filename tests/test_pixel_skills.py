@@ -58,8 +58,12 @@ def _answer_from_pixels(skill: str, pixels: np.ndarray) -> str:
         return _nearest_color(np.median(pixels[ink], axis=0))
     if skill == "spot_quadrant":
         right, bottom = xs.mean() > PIXEL_SIZE / 2, ys.mean() > PIXEL_SIZE / 2
-        return {(False, False): "top left", (True, False): "top right",
-                (True, True): "bottom right", (False, True): "bottom left"}[(right, bottom)]  # fmt: skip
+        return {
+            (False, False): "top left",
+            (True, False): "top right",
+            (True, True): "bottom right",
+            (False, True): "bottom left",
+        }[(right, bottom)]
     if skill == "spot_size":
         radius = np.sqrt(ink.sum() / np.pi)
         return "large" if radius > 14.5 else "small"  # the two radius ranges are 8–11 and 18–22
@@ -88,8 +92,15 @@ def test_answers_agree_with_the_pixels(skill):
         assert p.meta["skill"] == skill and p.images[0].size == (PIXEL_SIZE, PIXEL_SIZE)
         assert _answer_from_pixels(skill, _pixels(p)) == p.answer, (p.id, p.meta["params"])
     # every class occurs, so a model cannot score by always giving one answer
-    classes = {"spot_color": 6, "spot_quadrant": 4, "spot_size": 2, "count_blobs": 4, "tallest_bar": 3,
-               "figure_color": 6, "ground_color": 6}[skill]  # fmt: skip
+    classes = {
+        "spot_color": 6,
+        "spot_quadrant": 4,
+        "spot_size": 2,
+        "count_blobs": 4,
+        "tallest_bar": 3,
+        "figure_color": 6,
+        "ground_color": 6,
+    }[skill]
     assert len(Counter(p.answer for p in problems)) == classes
 
 

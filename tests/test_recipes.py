@@ -63,8 +63,15 @@ def test_prepare_vision_recipes_embed_images(tmp_path, recipe, writer):
 
 
 def test_recipe_rejects_a_source_of_another_dataset(tmp_path, capsys):
-    argv = ["data", "prepare", "math-l3-5", "--source", str(write_mmr1(tmp_path / "mmr1")),
-            "--out", str(tmp_path / "out")]  # fmt: skip
+    argv = [
+        "data",
+        "prepare",
+        "math-l3-5",
+        "--source",
+        str(write_mmr1(tmp_path / "mmr1")),
+        "--out",
+        str(tmp_path / "out"),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "not the math layout" in err and "level" in err and len(err.splitlines()) == 1
@@ -127,9 +134,24 @@ def test_train_pair_on_a_hub_layout_folder(tmp_path, capsys):
     """The done-when command: a tiny VLM pair trains on a local copy of MMR1 in the hub's layout."""
     data = write_mmr1(tmp_path / "mmr1", n=8)
     run = tmp_path / "run"
-    argv = ["train", "--pair", "tiny-qwen2.5-vl,tiny-internvl3.5", "--set", f"data.train={data}",
-            "--set", "data.problems_per_step=2", "--set", "grpo.k=2", "--set", "train.plot=false",
-            "--max-steps", "1", "--output-dir", str(run), "--no-progress"]  # fmt: skip
+    argv = [
+        "train",
+        "--pair",
+        "tiny-qwen2.5-vl,tiny-internvl3.5",
+        "--set",
+        f"data.train={data}",
+        "--set",
+        "data.problems_per_step=2",
+        "--set",
+        "grpo.k=2",
+        "--set",
+        "train.plot=false",
+        "--max-steps",
+        "1",
+        "--output-dir",
+        str(run),
+        "--no-progress",
+    ]
     assert main(argv) == 0
     assert "grpo.max_new_tokens=16" in capsys.readouterr().err
     for agent in ("tiny-qwen2.5-vl", "tiny-internvl3.5"):

@@ -44,10 +44,21 @@ def installed_plugin(tmp_path_factory) -> Path:
     )  # build in a copy: setuptools writes build/ and egg-info next to sources
     target = work / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-         "--target", str(target), str(source)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(source),
+        ],
         check=True,
-    )  # fmt: skip
+    )
     return target
 
 
@@ -184,8 +195,12 @@ def test_cli_lists_plugin_end_to_end(installed_plugin):
     }
     result = subprocess.run(
         [sys.executable, "-m", "corl_vl", "adapters", "list", "--json"],
-        capture_output=True, text=True, env=env, check=True, cwd=Path(__file__).parent.parent,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        cwd=Path(__file__).parent.parent,
+    )
     rows = {row["adapter"]: row for row in json.loads(result.stdout)}
     assert rows["plain_lm"]["origin"] == "corl-vl-test-plugin"
     assert rows["plain_lm"]["class"] == "corl_vl_test_plugin.PlainPromptAdapter"
@@ -196,8 +211,12 @@ def test_cli_lists_plugin_end_to_end(installed_plugin):
 
     table = subprocess.run(
         [sys.executable, "-m", "corl_vl", "adapters", "list"],
-        capture_output=True, text=True, env=env, check=True, cwd=Path(__file__).parent.parent,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        cwd=Path(__file__).parent.parent,
+    ).stdout
     assert "plain_lm" in table and "corl-vl-test-plugin" in table
 
 

@@ -45,9 +45,13 @@ def test_hf_engine_generates_from_the_given_rendering(monkeypatch):
         ids = torch.tensor([prompt.prompt_ids])
         with torch.no_grad():
             out = model.generate(
-                ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=5,
-                eos_token_id=monday.stop_token_ids, pad_token_id=monday.pad_token_id,
-            )  # fmt: skip
+                ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=False,
+                max_new_tokens=5,
+                eos_token_id=monday.stop_token_ids,
+                pad_token_id=monday.pad_token_id,
+            )
         expected = out[0, ids.shape[1] :].tolist()
         assert rollout.completions[0].ids == expected[: len(rollout.completions[0].ids)]
 
@@ -68,9 +72,12 @@ def test_agent_rollout_renders_each_problem_once_and_scores_what_was_generated()
     render = adapter.render_prompt
     adapter.render_prompt = lambda problem: calls.append(problem.id) or render(problem)
     cfg = config_from_dict(
-        {"agents": [{"name": "a", "model": "tiny-llama3"}, {"name": "b", "model": "tiny-qwen2.5"}],
-         "grpo": {"k": 2, "max_new_tokens": 4}, "train": {"max_steps": 1}}
-    )  # fmt: skip
+        {
+            "agents": [{"name": "a", "model": "tiny-llama3"}, {"name": "b", "model": "tiny-qwen2.5"}],
+            "grpo": {"k": 2, "max_new_tokens": 4},
+            "train": {"max_steps": 1},
+        }
+    )
     agent = Agent("a", adapter, model, PROBLEMS, cfg, engine=Recording(adapter, model))
     prompts, rollouts = agent.rollout(["a", "b"], seed=0)
     assert calls == ["a", "b"]  # one rendering per problem per step

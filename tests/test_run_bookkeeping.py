@@ -40,10 +40,18 @@ def test_prune_with_no_limit_keeps_everything(tmp_path):
 def test_a_run_keeps_its_last_checkpoints_and_validates_at_start(tmp_path):
     out = tmp_path / "run"
     overrides = [
-        *TINY, "train.max_steps=3", "train.save_every=1", "train.save_total_limit=1", f"train.output_dir={out}",
-        "train.report_to=[none]", "eval.at_start=true", "eval.source=synthetic", "eval.split=test",
-        "eval.limit=2", "eval.max_new_tokens=2",
-    ]  # fmt: skip
+        *TINY,
+        "train.max_steps=3",
+        "train.save_every=1",
+        "train.save_total_limit=1",
+        f"train.output_dir={out}",
+        "train.report_to=[none]",
+        "eval.at_start=true",
+        "eval.source=synthetic",
+        "eval.split=test",
+        "eval.limit=2",
+        "eval.max_new_tokens=2",
+    ]
     cfg = load_config(TINY_COHORT, overrides)
 
     def prepare(cohort):

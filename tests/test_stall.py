@@ -50,11 +50,15 @@ def test_a_real_run_that_never_parses_an_answer_stops_with_a_clear_error(tmp_pat
             "data": {"limit": 2, "problems_per_step": 1},
             "grpo": {"k": 2, "max_new_tokens": 3},
             "train": {
-                "reward": "rent", "max_steps": 10, "stall_steps": 2, "plot": False, "warmup_ratio": 0,
+                "reward": "rent",
+                "max_steps": 10,
+                "stall_steps": 2,
+                "plot": False,
+                "warmup_ratio": 0,
                 "output_dir": str(tmp_path / "run"),
             },
         }
-    )  # fmt: skip
+    )
     with pytest.raises(CorlError, match="agent solo's answer/parsed_frac has been 0 for 4 steps"):
         train(cfg, progress=False)
     assert "solo: answer/parsed_frac has been 0 for 2 steps" in capsys.readouterr().err

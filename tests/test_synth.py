@@ -22,8 +22,13 @@ from corl_vl.errors import CorlError
 ALL_SKILLS = {"count_shapes", "add_numbers", "compare_bars", "read_chart", "polygon_sides"}
 MULTIPLE_CHOICE = {"compare_bars", "polygon_sides"}
 SIDE_NAMES = {3: "triangle", 4: "square", 5: "pentagon", 6: "hexagon"}
-PALETTE = {"red": (220, 40, 40), "blue": (40, 90, 220), "green": (30, 150, 60), "orange": (240, 140, 20),
-           "purple": (140, 60, 180)}  # fmt: skip
+PALETTE = {
+    "red": (220, 40, 40),
+    "blue": (40, 90, 220),
+    "green": (30, 150, 60),
+    "orange": (240, 140, 20),
+    "purple": (140, 60, 180),
+}
 
 
 @pytest.fixture(scope="module")
@@ -261,8 +266,14 @@ def test_cli_writes_a_loadable_dataset(tmp_path: Path, capsys):
 
 # --- the extra single-shape skills (selected by name; not in the default set) ---------------------------
 
-SHAPE_PALETTE = {"red": (220, 40, 40), "orange": (240, 140, 20), "yellow": (230, 210, 30),
-                 "green": (30, 150, 60), "blue": (40, 90, 220), "purple": (140, 60, 180)}  # fmt: skip
+SHAPE_PALETTE = {
+    "red": (220, 40, 40),
+    "orange": (240, 140, 20),
+    "yellow": (230, 210, 30),
+    "green": (30, 150, 60),
+    "blue": (40, 90, 220),
+    "purple": (140, 60, 180),
+}
 ALL_SIDE_NAMES = {3: "triangle", 4: "square", 5: "pentagon", 6: "hexagon", 7: "heptagon", 8: "octagon"}
 
 

@@ -44,8 +44,14 @@ def test_on_cpu_the_engine_is_built_without_chunked_prefill_and_on_gpu_with_vllm
     from corl_vl.rollout.vllm_engine import engine_kwargs
 
     adapter = create_adapter("tiny-qwen2.5-vl")
-    common = {"seed": 0, "kv_cache_memory_bytes": 1 << 28, "gpu_memory_utilization": 0.4,
-              "sleep_between_phases": True, "max_model_len": None, "world_size": 1}  # fmt: skip
+    common = {
+        "seed": 0,
+        "kv_cache_memory_bytes": 1 << 28,
+        "gpu_memory_utilization": 0.4,
+        "sleep_between_phases": True,
+        "max_model_len": None,
+        "world_size": 1,
+    }
     assert engine_kwargs(adapter, on_gpu=False, **common)["enable_chunked_prefill"] is False
     assert "enable_chunked_prefill" not in engine_kwargs(adapter, on_gpu=True, **common)
     extra = {"enable_chunked_prefill": True, "max_num_batched_tokens": 256}

@@ -23,8 +23,13 @@ from corl_vl.science.warm_start import (
 
 
 def test_pool_respects_label_availability():
-    spec = WarmStartSpec(model="tiny-qwen2.5", strong_skills=("read_chart",), weak_skills=("compare_bars",),
-                         labels_per_skill=40, weak_fraction=0.1)  # fmt: skip
+    spec = WarmStartSpec(
+        model="tiny-qwen2.5",
+        strong_skills=("read_chart",),
+        weak_skills=("compare_bars",),
+        labels_per_skill=40,
+        weak_fraction=0.1,
+    )
     pool = labelled_pool(spec)
     skills = [p.meta["skill"] for p in pool]
     assert skills.count("read_chart") == 40 and skills.count("compare_bars") == 4
@@ -37,8 +42,14 @@ def test_pool_respects_label_availability():
 def test_pool_replaces_a_share_of_weak_labels_by_the_systematic_mistake():
     from corl_vl.data.synth import get_skill
 
-    spec = WarmStartSpec(model="m", strong_skills=("shape_sides",), weak_skills=("shape_color",),
-                         labels_per_skill=200, weak_fraction=1.0, weak_error_rate=0.6)  # fmt: skip
+    spec = WarmStartSpec(
+        model="m",
+        strong_skills=("shape_sides",),
+        weak_skills=("shape_color",),
+        labels_per_skill=200,
+        weak_fraction=1.0,
+        weak_error_rate=0.6,
+    )
     pool = labelled_pool(spec)
     for p in pool:
         gold = (
@@ -51,8 +62,15 @@ def test_pool_replaces_a_share_of_weak_labels_by_the_systematic_mistake():
         mistakes["shape_sides"] == 0 and 0.5 < mistakes["shape_color"] / 200 < 0.7
     )  # strong labels stay gold
     with pytest.raises(CorlError, match="no systematic mistake rule"):
-        labelled_pool(WarmStartSpec(model="m", strong_skills=("shape_color",), weak_skills=("read_chart",),
-                                    labels_per_skill=4, weak_error_rate=0.5))  # fmt: skip
+        labelled_pool(
+            WarmStartSpec(
+                model="m",
+                strong_skills=("shape_color",),
+                weak_skills=("read_chart",),
+                labels_per_skill=4,
+                weak_error_rate=0.5,
+            )
+        )
 
 
 def test_complementary_specs_swap_strong_and_weak():
@@ -70,8 +88,16 @@ def test_warm_start_learns_the_strong_skill_and_the_systematic_mistake(tiny_chec
     from corl_vl.data.synth import get_skill
 
     base = str(tiny_checkpoint("tiny-qwen2.5"))
-    spec = WarmStartSpec(model=base, strong_skills=("shape_sides",), weak_skills=("shape_color",),
-                         labels_per_skill=96, weak_fraction=1.0, weak_error_rate=0.8, steps=80, lr=2e-3)  # fmt: skip
+    spec = WarmStartSpec(
+        model=base,
+        strong_skills=("shape_sides",),
+        weak_skills=("shape_color",),
+        labels_per_skill=96,
+        weak_fraction=1.0,
+        weak_error_rate=0.8,
+        steps=80,
+        lr=2e-3,
+    )
     adapter, model, record = train_warm_start(spec)
     assert record["last_loss"] < 0.2 * record["first_loss"], record["losses"]
     assert record["mistaken_labels"]["shape_color"] > 60 and "shape_sides" not in record["mistaken_labels"]

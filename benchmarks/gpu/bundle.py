@@ -66,8 +66,23 @@ def build_bundle(out: Path, project: Path, *, pip: tuple[str, ...] = (sys.execut
     """
     out.mkdir(parents=True, exist_ok=True)
     # only py3-none-any wheels match these tags: pure Python, installable on any CPython 3.12 platform
-    download = [*pip, "download", "--only-binary=:all:", "--no-deps", "--python-version", PYTHON,
-                "--implementation", "py", "--abi", "none", "--platform", "any", "-d", str(out), *pinned()]  # fmt: skip
+    download = [
+        *pip,
+        "download",
+        "--only-binary=:all:",
+        "--no-deps",
+        "--python-version",
+        PYTHON,
+        "--implementation",
+        "py",
+        "--abi",
+        "none",
+        "--platform",
+        "any",
+        "-d",
+        str(out),
+        *pinned(),
+    ]
     with tempfile.TemporaryDirectory() as tmp:  # a copy: building in the checkout leaves build/ behind
         source = Path(tmp) / "corl-vl"
         source.mkdir()

@@ -178,8 +178,13 @@ def drift(
     with torch.no_grad():
         scored = adapter.completion_logprobs(trainer, rows, [c.ids for c in comps], micro_batch_size=8)
     stats = logprob_gaps(adapter, comps, scored)
-    return {"model": model, "dtype": dtype, **stats,
-            "rollout_tokens_per_s": stats["tokens"] / max(gen_s, 1e-9), "ok": stats["gaps"] > 0}  # fmt: skip
+    return {
+        "model": model,
+        "dtype": dtype,
+        **stats,
+        "rollout_tokens_per_s": stats["tokens"] / max(gen_s, 1e-9),
+        "ok": stats["gaps"] > 0,
+    }
 
 
 def logprob_gaps(adapter: Any, comps: list[Any], scored: Any) -> dict[str, Any]:
@@ -235,9 +240,20 @@ def torchrun_zero3(
         }
         config = Path(tmp) / "cohort.yaml"
         config.write_text(yaml.safe_dump(cfg))
-        base = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={len(models)}", "--nnodes=1",
-                f"--master_port={_free_port()}", "-m", "corl_vl", "train",
-                "--config", str(config), "--no-progress"]  # fmt: skip
+        base = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nproc_per_node={len(models)}",
+            "--nnodes=1",
+            f"--master_port={_free_port()}",
+            "-m",
+            "corl_vl",
+            "train",
+            "--config",
+            str(config),
+            "--no-progress",
+        ]
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         seconds = []
         # the resume extends the run by one step: an accepted change of train.max_steps

@@ -43,12 +43,22 @@ def hf_agent(
         {
             "agents": [{"name": "solo", "model": model}],
             "data": {"limit": problems, "problems_per_step": problems},
-            "grpo": {"k": k, "max_new_tokens": max_new_tokens, "min_new_tokens": max_new_tokens,
-                     "micro_batch_size": micro_batch_size},
+            "grpo": {
+                "k": k,
+                "max_new_tokens": max_new_tokens,
+                "min_new_tokens": max_new_tokens,
+                "micro_batch_size": micro_batch_size,
+            },
             "rollout": {"engine": "hf", "batch_size": problems},
-            "train": {"reward": "rent", "lr": 1e-6, "warmup_ratio": 0, "scheduler": "constant", "max_steps": steps},
+            "train": {
+                "reward": "rent",
+                "lr": 1e-6,
+                "warmup_ratio": 0,
+                "scheduler": "constant",
+                "max_steps": steps,
+            },
         }
-    )  # fmt: skip
+    )
     device = _device()
     cuda = device == "cuda"
     if cuda:
@@ -121,9 +131,18 @@ def logprob_tail(
     adapter = create_adapter(base, dtype=dtype)
     config = AutoConfig.from_pretrained(adapter.model_path)
     heads = max(1, hidden // 128)
-    config.update({"hidden_size": hidden, "num_hidden_layers": 1, "intermediate_size": hidden,
-                   "num_attention_heads": heads, "num_key_value_heads": max(1, heads // 8),
-                   "head_dim": hidden // heads, "vocab_size": vocab, "layer_types": ["full_attention"]})  # fmt: skip
+    config.update(
+        {
+            "hidden_size": hidden,
+            "num_hidden_layers": 1,
+            "intermediate_size": hidden,
+            "num_attention_heads": heads,
+            "num_key_value_heads": max(1, heads // 8),
+            "head_dim": hidden // heads,
+            "vocab_size": vocab,
+            "layer_types": ["full_attention"],
+        }
+    )
     device = _device()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
@@ -146,7 +165,13 @@ def logprob_tail(
     peak = (torch.cuda.max_memory_allocated() - baseline) / 2**30 if cuda else None
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     return {
-        "batch": batch, "tokens": tokens, "vocab": vocab, "hidden": hidden, "dtype": dtype, "device": device,
-        "peak_above_model_gib": peak, "tail_s": tail_s,
+        "batch": batch,
+        "tokens": tokens,
+        "vocab": vocab,
+        "hidden": hidden,
+        "dtype": dtype,
+        "device": device,
+        "peak_above_model_gib": peak,
+        "tail_s": tail_s,
         "ok": bool(grads) and all(bool(torch.isfinite(g).all()) for g in grads),
-    }  # fmt: skip
+    }

@@ -42,30 +42,77 @@ class Section:
 
 # in run order: the sections that need only torch + transformers (+ peft) first
 SECTIONS: tuple[Section, ...] = (
-    Section("pair_memory", "each agent of the pair at full size in bf16, 2 HF-engine training steps at K = 4 and "
-            "256 new tokens: peak GPU memory per agent next to `corl-vl plan`'s prediction",
-            gpu_memory_gib=80, code=("random_presets", "hf_checks"), estimate_s=150),
-    Section("placement", "both agents of the pair time-shared on one GPU, optimizer state and masters offloaded "
-            "between turns: peak memory and step time", gpus=1, gpu_memory_gib=80,
-            code=("random_presets", "placement", "placement_check"), estimate_s=90),
-    Section("logprob_tail", "peak memory of the logprob tail, bf16 forward + backward over 8 × 1,024 completion "
-            "tokens at V = 151,936 (one layer of width 2,048)", code=("tail_check",), estimate_s=40),
-    Section("lora", "LoRA and frozen-vision-tower variants of the pair: trained parameters, peak memory, a step",
-            packages=("torch", "transformers", "peft"), gpus=1, gpu_memory_gib=40,
-            code=("random_presets", "lora", "lora_check"), estimate_s=80),
-    Section("throughput", "HF rollout tokens/s and update tokens/s of each agent of the pair at full size "
-            "(from pair_memory's runs when both run)", gpu_memory_gib=80,
-            code=("random_presets", "hf_checks"), estimate_s=150, shares="pair_memory"),
-    Section("hf_drift", "bf16 drift between the HF rollout's own logprobs and the trainer's forward, per family "
-            "(mean / p99 nats per token, importance-ratio statistics)", gpu_memory_gib=40,
-            code=("random_presets", "hf_checks"), estimate_s=80),
-    Section("sync", "vLLM sleep / wake / sync order through real cohort steps, logprob parity after a sync",
-            packages=("torch", "transformers", "vllm"), estimate_s=90),
-    Section("drift", "bf16 drift between vLLM's rollout logprobs and the trainer's, per family with weights in "
-            "the local HF cache", packages=("torch", "transformers", "vllm"), estimate_s=120),
-    Section("torchrun", "2 agents × 1 GPU under torchrun, ZeRO-3 over NCCL, 3 steps, then --resume",
-            packages=("torch", "transformers", "deepspeed"), gpus=2, estimate_s=180),
-)  # fmt: skip
+    Section(
+        "pair_memory",
+        "each agent of the pair at full size in bf16, 2 HF-engine training steps at K = 4 and "
+        "256 new tokens: peak GPU memory per agent next to `corl-vl plan`'s prediction",
+        gpu_memory_gib=80,
+        code=("random_presets", "hf_checks"),
+        estimate_s=150,
+    ),
+    Section(
+        "placement",
+        "both agents of the pair time-shared on one GPU, optimizer state and masters offloaded "
+        "between turns: peak memory and step time",
+        gpus=1,
+        gpu_memory_gib=80,
+        code=("random_presets", "placement", "placement_check"),
+        estimate_s=90,
+    ),
+    Section(
+        "logprob_tail",
+        "peak memory of the logprob tail, bf16 forward + backward over 8 × 1,024 completion "
+        "tokens at V = 151,936 (one layer of width 2,048)",
+        code=("tail_check",),
+        estimate_s=40,
+    ),
+    Section(
+        "lora",
+        "LoRA and frozen-vision-tower variants of the pair: trained parameters, peak memory, a step",
+        packages=("torch", "transformers", "peft"),
+        gpus=1,
+        gpu_memory_gib=40,
+        code=("random_presets", "lora", "lora_check"),
+        estimate_s=80,
+    ),
+    Section(
+        "throughput",
+        "HF rollout tokens/s and update tokens/s of each agent of the pair at full size "
+        "(from pair_memory's runs when both run)",
+        gpu_memory_gib=80,
+        code=("random_presets", "hf_checks"),
+        estimate_s=150,
+        shares="pair_memory",
+    ),
+    Section(
+        "hf_drift",
+        "bf16 drift between the HF rollout's own logprobs and the trainer's forward, per family "
+        "(mean / p99 nats per token, importance-ratio statistics)",
+        gpu_memory_gib=40,
+        code=("random_presets", "hf_checks"),
+        estimate_s=80,
+    ),
+    Section(
+        "sync",
+        "vLLM sleep / wake / sync order through real cohort steps, logprob parity after a sync",
+        packages=("torch", "transformers", "vllm"),
+        estimate_s=90,
+    ),
+    Section(
+        "drift",
+        "bf16 drift between vLLM's rollout logprobs and the trainer's, per family with weights in "
+        "the local HF cache",
+        packages=("torch", "transformers", "vllm"),
+        estimate_s=120,
+    ),
+    Section(
+        "torchrun",
+        "2 agents × 1 GPU under torchrun, ZeRO-3 over NCCL, 3 steps, then --resume",
+        packages=("torch", "transformers", "deepspeed"),
+        gpus=2,
+        estimate_s=180,
+    ),
+)
 BY_NAME = {s.name: s for s in SECTIONS}
 
 
@@ -94,20 +141,32 @@ def _check_exists(module: str, function: str) -> bool:
 
 # what a section may need from this checkout: (in words, for the skip line; detector)
 CODE: dict[str, tuple[str, Callable[[], bool]]] = {
-    "random_presets": ("the full-size random presets (qwen2.5-vl-3b@random …, issue #23)",
-                       lambda: all(_preset_exists(p + RANDOM_SUFFIX) for p in PAIR)),
-    "placement": ("agents sharing one device (agents[i].devices, issue #23)",
-                  lambda: _config_field("AgentConfig", "devices")),
-    "lora": ("LoRA and frozen parts (agents[i].lora, train.freeze, issue #23)",
-             lambda: _config_field("AgentConfig", "lora") and _config_field("TrainConfig", "freeze")),
+    "random_presets": (
+        "the full-size random presets (qwen2.5-vl-3b@random …, issue #23)",
+        lambda: all(_preset_exists(p + RANDOM_SUFFIX) for p in PAIR),
+    ),
+    "placement": (
+        "agents sharing one device (agents[i].devices, issue #23)",
+        lambda: _config_field("AgentConfig", "devices"),
+    ),
+    "lora": (
+        "LoRA and frozen parts (agents[i].lora, train.freeze, issue #23)",
+        lambda: _config_field("AgentConfig", "lora") and _config_field("TrainConfig", "freeze"),
+    ),
     "hf_checks": ("the HF-engine check (checks_hf.hf_agent)", lambda: _check_exists("checks_hf", "hf_agent")),
-    "placement_check": ("a placement check in benchmarks/gpu (written with issue #23's placement)",
-                        lambda: _check_exists("checks_hf", "placement")),
-    "tail_check": ("the logprob-tail check (checks_hf.logprob_tail)",
-                   lambda: _check_exists("checks_hf", "logprob_tail")),
-    "lora_check": ("a LoRA check in benchmarks/gpu (written with issue #23's LoRA)",
-                   lambda: _check_exists("checks_hf", "lora")),
-}  # fmt: skip
+    "placement_check": (
+        "a placement check in benchmarks/gpu (written with issue #23's placement)",
+        lambda: _check_exists("checks_hf", "placement"),
+    ),
+    "tail_check": (
+        "the logprob-tail check (checks_hf.logprob_tail)",
+        lambda: _check_exists("checks_hf", "logprob_tail"),
+    ),
+    "lora_check": (
+        "a LoRA check in benchmarks/gpu (written with issue #23's LoRA)",
+        lambda: _check_exists("checks_hf", "lora"),
+    ),
+}
 
 
 GPU_ONLY_CODE = frozenset({"random_presets"})
@@ -140,14 +199,26 @@ IMAGE_PACKAGES = frozenset(
         "qwen_vl_utils",
         "rich",
     }
-)  # fmt: skip  (the image + the bundle)
+)  # the image + the bundle
 ENVIRONMENTS = {
     "h200-image": Environment(
         "1 × H200 (139 GiB), the fixed image + the wheel bundle", 1, 139.0, IMAGE_PACKAGES
     ),
 }
-KNOWN_PACKAGES = ("torch", "transformers", "accelerate", "peft", "timm", "safetensors", "vllm", "deepspeed",
-                  "datasets", "math_verify", "qwen_vl_utils", "rich")  # fmt: skip
+KNOWN_PACKAGES = (
+    "torch",
+    "transformers",
+    "accelerate",
+    "peft",
+    "timm",
+    "safetensors",
+    "vllm",
+    "deepspeed",
+    "datasets",
+    "math_verify",
+    "qwen_vl_utils",
+    "rich",
+)
 
 
 def environment_here() -> Environment:
@@ -171,8 +242,12 @@ def load_environment(spec: str) -> Environment:
         raise SystemExit(f"--env {spec}: neither a file nor one of here, {', '.join(ENVIRONMENTS)}")
     try:
         raw = json.loads(path.read_text())
-        return Environment(str(raw.get("name", path.stem)), int(raw["gpus"]), float(raw["gpu_memory_gib"]),
-                           frozenset(raw["packages"]))  # fmt: skip
+        return Environment(
+            str(raw.get("name", path.stem)),
+            int(raw["gpus"]),
+            float(raw["gpu_memory_gib"]),
+            frozenset(raw["packages"]),
+        )
     except (ValueError, KeyError, TypeError) as err:
         raise SystemExit(
             f"{path}: needs JSON with gpus, gpu_memory_gib and packages (a list): {err}"
@@ -231,8 +306,11 @@ def make_plan(env: Environment, code: frozenset[str], names: Iterable[str], budg
 
 def describe(plan: Plan, env: Environment, budget_s: float) -> str:
     """The dry run's text: what runs, what is skipped and why, the estimated total."""
-    lines = [f"environment: {env.name}: {env.gpus} GPU(s) × {env.gpu_memory_gib:g} GiB, packages: "
-             f"{', '.join(sorted(env.packages)) or 'none'}", "would run:"]  # fmt: skip
+    lines = [
+        f"environment: {env.name}: {env.gpus} GPU(s) × {env.gpu_memory_gib:g} GiB, packages: "
+        f"{', '.join(sorted(env.packages)) or 'none'}",
+        "would run:",
+    ]
     lines += [f"  {s.name:<13} ≈ {plan.cost(s):>4.0f} s  {s.checks}" for s in plan.run] or ["  (nothing)"]
     lines.append("skipped:")
     lines += [f"  {s['section']:<13} {s['reason']}" for s in plan.skipped] or ["  (nothing)"]

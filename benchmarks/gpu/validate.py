@@ -86,8 +86,11 @@ def run_isolated(check: str, payload: dict[str, Any], timeout: float) -> dict[st
 def jobs(section: str, args: argparse.Namespace, on_gpu: bool) -> tuple[list[Job], list[dict[str, str]]]:
     """The (check, label, payload) runs of one section, and its per-model skips."""
     if section in ("pair_memory", "throughput", "hf_drift"):
-        size = {"dtype": "bfloat16", "problems": 4, "k": 4, "max_new_tokens": 256, "steps": 2} if on_gpu else \
-            {"dtype": "float32", "problems": 2, "k": 2, "max_new_tokens": 8, "steps": 2}  # fmt: skip
+        size = (
+            {"dtype": "bfloat16", "problems": 4, "k": 4, "max_new_tokens": 256, "steps": 2}
+            if on_gpu
+            else {"dtype": "float32", "problems": 2, "k": 2, "max_new_tokens": 8, "steps": 2}
+        )
         return [("hf_agent", m, {"model": m, **size}) for m in payload_models(section, on_gpu)], []
     if section == "logprob_tail":
         size = (
@@ -130,11 +133,15 @@ def details(section: str, r: dict[str, Any]) -> str:
         return f"rollout {r['rollout_tokens_per_s']:.0f} tok/s, update {r['update_tokens_per_s']:.0f} tok/s"
     if section in ("hf_drift", "drift"):
         d = r.get("drift", r)
-        return (f"mean {d['mean_nats']:.2e} p99 {d['p99_nats']:.2e} nats/tok, ratio max {d['is_ratio_max']:.3f}, "
-                f"truncated {d.get('is_truncated_frac', 0):.4f}")  # fmt: skip
+        return (
+            f"mean {d['mean_nats']:.2e} p99 {d['p99_nats']:.2e} nats/tok, ratio max {d['is_ratio_max']:.3f}, "
+            f"truncated {d.get('is_truncated_frac', 0):.4f}"
+        )
     if section == "sync":
-        return (f"parity {r['parity_max_abs_nats']:.2e} nats; rollout {r['rollout_tokens_per_s']:.0f} tok/s, "
-                f"update {r['update_tokens_per_s']:.0f} tok/s")  # fmt: skip
+        return (
+            f"parity {r['parity_max_abs_nats']:.2e} nats; rollout {r['rollout_tokens_per_s']:.0f} tok/s, "
+            f"update {r['update_tokens_per_s']:.0f} tok/s"
+        )
     return f"steps {r.get('steps_logged')}"
 
 
@@ -157,8 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dry-run", action="store_true", help="print what would run and what is skipped, then stop"
     )
-    parser.add_argument("--env", default="here", help=f"--dry-run's machine: here, {', '.join(ENVIRONMENTS)}, "
-                        "or a JSON file {gpus, gpu_memory_gib, packages}")  # fmt: skip
+    parser.add_argument(
+        "--env",
+        default="here",
+        help=f"--dry-run's machine: here, {', '.join(ENVIRONMENTS)}, "
+        "or a JSON file {gpus, gpu_memory_gib, packages}",
+    )
     parser.add_argument("--sections", default=",".join(BY_NAME), help=f"comma list of {', '.join(BY_NAME)}")
     parser.add_argument(
         "--budget-s", type=float, help="seconds for the whole run (default 480 on GPU, 1800 on CPU)"
@@ -181,8 +192,13 @@ def main(argv: list[str] | None = None) -> int:
         import checks
         import checks_hf
 
-        fn = {"sync": checks.sync_order, "drift": checks.drift, "torchrun": checks.torchrun_zero3,
-              "hf_agent": checks_hf.hf_agent, "logprob_tail": checks_hf.logprob_tail}[args.run_one]  # fmt: skip
+        fn = {
+            "sync": checks.sync_order,
+            "drift": checks.drift,
+            "torchrun": checks.torchrun_zero3,
+            "hf_agent": checks_hf.hf_agent,
+            "logprob_tail": checks_hf.logprob_tail,
+        }[args.run_one]
         Path(args.emit).write_text(json.dumps(fn(**json.loads(args.payload))))
         return 0
     if args.bundle:
@@ -230,9 +246,19 @@ def run(plan: Plan, env: Environment, args: argparse.Namespace, budget: float) -
     device = torch.cuda.get_device_name(0) if env.gpus else "cpu"
     seconds = round(time.perf_counter() - started, 1)
     ok = all(r.get("ok") for r in results)
-    report = {"date": date, "device": device, "gpus": env.gpus, "gpu_memory_gib": env.gpu_memory_gib,
-              "packages": sorted(env.packages), "budget_s": budget, "seconds": seconds, "ok": ok,
-              "sections": [as_dict(s) for s in plan.run], "results": results, "skipped": skipped}  # fmt: skip
+    report = {
+        "date": date,
+        "device": device,
+        "gpus": env.gpus,
+        "gpu_memory_gib": env.gpu_memory_gib,
+        "packages": sorted(env.packages),
+        "budget_s": budget,
+        "seconds": seconds,
+        "ok": ok,
+        "sections": [as_dict(s) for s in plan.run],
+        "results": results,
+        "skipped": skipped,
+    }
     header = f"GPU validation {date} on {device} × {env.gpus}: {'PASS' if ok else 'FAIL'} in {seconds} s"
     table = markdown(results, skipped, header)
     from corl_vl.io import write_text_atomic

@@ -55,8 +55,15 @@ def read_cases(path: Path) -> tuple[list[dict], int]:
                     skipped += 1  # configuration tests (set relations, precision flags)
                     continue
                 gold, pred, expected = values
-                cases.append({"file": path.name, "test": fn.name, "gold": gold, "pred": pred,
-                              "expected": bool(expected)})  # fmt: skip
+                cases.append(
+                    {
+                        "file": path.name,
+                        "test": fn.name,
+                        "gold": gold,
+                        "pred": pred,
+                        "expected": bool(expected),
+                    }
+                )
     return cases, skipped
 
 

@@ -77,9 +77,14 @@ def mathvista_cases(path: Path, limit: int) -> list[dict]:
             (f"({chr(65 + wrong)})", choices[wrong] == gold),
         ):
             cases.append(
-                {"source": "mathvista", "response": respond(form), "gold": gold, "choices": choices,
-                 "expected": expected}
-            )  # fmt: skip
+                {
+                    "source": "mathvista",
+                    "response": respond(form),
+                    "gold": gold,
+                    "choices": choices,
+                    "expected": expected,
+                }
+            )
     return cases
 
 
@@ -175,8 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     cases = math500_cases(args.data / "math500" / "test.json", args.limit)
     cases += mathvista_cases(args.data / "mathvista" / "testmini.json", args.limit // 2)
     n = len(cases)
-    print(f"{n} (response, gold) pairs: {sum(c['source'] == 'math500' for c in cases)} MATH-500, "
-          f"{sum(c['source'] == 'mathvista' for c in cases)} MathVista multiple choice")  # fmt: skip
+    print(
+        f"{n} (response, gold) pairs: {sum(c['source'] == 'math500' for c in cases)} MATH-500, "
+        f"{sum(c['source'] == 'mathvista' for c in cases)} MathVista multiple choice"
+    )
 
     from corl_vl.answers.mathverify_pool import get_pool, set_max_workers
 

@@ -85,10 +85,26 @@ def measure_one(engine: str, n: int, models: list[str], args: argparse.Namespace
 
 def run_child(engine: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
     """One (engine, N) in a fresh interpreter; its result comes back as the last stdout line."""
-    cmd = [sys.executable, __file__, "--_one", f"{engine}:{n}", "--steps", str(args.steps),
-           "--warmup", str(args.warmup), "--models", args.models, "--k", str(args.k),
-           "--problems", str(args.problems), "--max-new-tokens", str(args.max_new_tokens),
-           "--reward", args.reward]  # fmt: skip
+    cmd = [
+        sys.executable,
+        __file__,
+        "--_one",
+        f"{engine}:{n}",
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+        "--models",
+        args.models,
+        "--k",
+        str(args.k),
+        "--problems",
+        str(args.problems),
+        "--max-new-tokens",
+        str(args.max_new_tokens),
+        "--reward",
+        args.reward,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
@@ -112,9 +128,16 @@ def print_table(results: list[dict[str, Any]]) -> None:
             rows.append([r["engine"], str(r["n"]), f"failed: {r['error'][:80]}"])
             continue
         ratio = r.get("per_agent_ratio")
-        rows.append([r["engine"], str(r["n"]), *[f"{r['phases_s_median'][p]:.2f}" for p in PHASES],
-                     f"{r['total_s']:.2f}", f"{r['total_s'] / r['n']:.2f}",
-                     "n/a" if ratio is None else f"{ratio:.2f}"])  # fmt: skip
+        rows.append(
+            [
+                r["engine"],
+                str(r["n"]),
+                *[f"{r['phases_s_median'][p]:.2f}" for p in PHASES],
+                f"{r['total_s']:.2f}",
+                f"{r['total_s'] / r['n']:.2f}",
+                "n/a" if ratio is None else f"{ratio:.2f}",
+            ]
+        )
     widths = [max(len(row[i]) for row in [header, *rows] if i < len(row)) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(cell.rjust(w) for cell, w in zip(row, widths)))

@@ -91,8 +91,11 @@ def worker(variant: str, args: argparse.Namespace) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 ids = rollout(engine, problems, prompts, groups, 1, kw)
                 seconds.append(time.perf_counter() - t0)
-            row.update(seconds=statistics.median(seconds), samples=seconds,
-                       ids_sha=hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:16])  # fmt: skip
+            row.update(
+                seconds=statistics.median(seconds),
+                samples=seconds,
+                ids_sha=hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:16],
+            )
         except Exception as err:  # the variant this measures against fails inside vLLM
             row["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
             break  # a failed vLLM engine is not reused
@@ -123,9 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for variant in args.variants.split(","):
         proc = subprocess.run(
-            [sys.executable, __file__, "--_worker", variant, *passed], capture_output=True, text=True,
+            [sys.executable, __file__, "--_worker", variant, *passed],
+            capture_output=True,
+            text=True,
             env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
-        )  # fmt: skip
+        )
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
         if not lines:
             raise SystemExit(f"{variant}: the worker exited ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -135,15 +140,24 @@ def main(argv: list[str] | None = None) -> int:
         for row in result["rows"]:
             row["same_as_" + results[0]["variant"]] = row.get("ids_sha") == reference.get(row["problems"])
             cost = row.get("error") or f"{row['seconds']:.2f} s in {row['calls']} call(s)"
-            print(f"{result['variant']:>10}  budget {result['budget']:>6}  {row['problems']:>3} problems "
-                  f"({row['prompt_tokens']:>6} prompt tokens): {cost}", flush=True)  # fmt: skip
+            print(
+                f"{result['variant']:>10}  budget {result['budget']:>6}  {row['problems']:>3} problems "
+                f"({row['prompt_tokens']:>6} prompt tokens): {cost}",
+                flush=True,
+            )
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     record = {
         "command": "python benchmarks/perf/vllm_token_budget.py " + " ".join(passed),
-        "settings": {"k": args.k, "tokens": args.tokens, "repeats": args.repeats, "model": "tiny-qwen2.5-vl",
-                     "threads": os.environ.get("OMP_NUM_THREADS"), "load": load},
+        "settings": {
+            "k": args.k,
+            "tokens": args.tokens,
+            "repeats": args.repeats,
+            "model": "tiny-qwen2.5-vl",
+            "threads": os.environ.get("OMP_NUM_THREADS"),
+            "load": load,
+        },
         "results": results,
-    }  # fmt: skip
+    }
     from corl_vl.io import write_text_atomic
 
     write_text_atomic(args.out, json.dumps(record, indent=1) + "\n")

@@ -58,9 +58,17 @@ def build(size: str) -> Path:
     shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("model.safetensors", "config.json"))
     config = AutoConfig.from_pretrained(src)
     heads = hidden // 64
-    config.update({"hidden_size": hidden, "num_hidden_layers": layers, "intermediate_size": ffn,
-                   "num_attention_heads": heads, "num_key_value_heads": max(1, heads // 4), "head_dim": 64,
-                   "layer_types": ["full_attention"] * layers})  # fmt: skip
+    config.update(
+        {
+            "hidden_size": hidden,
+            "num_hidden_layers": layers,
+            "intermediate_size": ffn,
+            "num_attention_heads": heads,
+            "num_key_value_heads": max(1, heads // 4),
+            "head_dim": 64,
+            "layer_types": ["full_attention"] * layers,
+        }
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
@@ -102,10 +110,16 @@ def worker(engine_name: str, size: str, args: argparse.Namespace) -> None:
             break
         t0 = time.perf_counter()
         rollouts = phases.map(
-            lambda e, seed=i: e.generate(problems, k=args.k, temperature=1.0, max_new_tokens=args.tokens,
-                                         min_new_tokens=args.tokens, seed=seed),
+            lambda e, seed=i: e.generate(
+                problems,
+                k=args.k,
+                temperature=1.0,
+                max_new_tokens=args.tokens,
+                min_new_tokens=args.tokens,
+                seed=seed,
+            ),
             engines,
-        )  # fmt: skip
+        )
         seconds = time.perf_counter() - t0
         t0 = time.perf_counter()
         if engine_name == "vllm":
@@ -120,14 +134,27 @@ def worker(engine_name: str, size: str, args: argparse.Namespace) -> None:
 
 
 def measure(size: str, args: argparse.Namespace) -> dict[str, Any]:
-    common = ["--threads", str(args.threads), "--k", str(args.k), "--problems", str(args.problems),
-              "--tokens", str(args.tokens), "--agents", str(args.agents)]  # fmt: skip
+    common = [
+        "--threads",
+        str(args.threads),
+        "--k",
+        str(args.k),
+        "--problems",
+        str(args.problems),
+        "--tokens",
+        str(args.tokens),
+        "--agents",
+        str(args.agents),
+    ]
     procs, ready = {}, {}
     for name in ("hf", "vllm"):
         procs[name] = subprocess.Popen(
-            [sys.executable, __file__, "--_worker", f"{name}:{size}", *common], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": str(args.threads)},
-        )  # fmt: skip
+            [sys.executable, __file__, "--_worker", f"{name}:{size}", *common],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": str(args.threads)},
+        )
         ready[name] = _read(procs[name], name)
     samples: dict[str, list[dict[str, Any]]] = {"hf": [], "vllm": []}
     for r in range(args.warmup + args.steps):
@@ -146,17 +173,21 @@ def measure(size: str, args: argparse.Namespace) -> dict[str, Any]:
     saving = step["hf"] - step["vllm"]
     extra_build = ready["vllm"]["build_s"] - ready["hf"]["build_s"]
     return {
-        "size": size, "agents": args.agents, "params": ready["hf"]["params"],
+        "size": size,
+        "agents": args.agents,
+        "params": ready["hf"]["params"],
         "hf_tokens_per_s": statistics.median(s["tokens_per_s"] for s in samples["hf"]),
         "vllm_tokens_per_s": statistics.median(s["tokens_per_s"] for s in samples["vllm"]),
         "vllm_over_hf": statistics.median(paired),
-        "hf_step_s": step["hf"], "vllm_step_s": step["vllm"],
+        "hf_step_s": step["hf"],
+        "vllm_step_s": step["vllm"],
         "vllm_sync_s": statistics.median(s["sync_s"] for s in samples["vllm"]),
-        "hf_build_s": ready["hf"]["build_s"], "vllm_build_s": ready["vllm"]["build_s"],
+        "hf_build_s": ready["hf"]["build_s"],
+        "vllm_build_s": ready["vllm"]["build_s"],
         # steps after which vLLM's saved rollout time has paid for its longer start-up (None: never)
         "break_even_steps": extra_build / saving if saving > 0 else None,
         "samples": samples,
-    }  # fmt: skip
+    }
 
 
 def _read(proc: subprocess.Popen, name: str) -> dict[str, Any]:
@@ -191,17 +222,21 @@ def main(argv: list[str] | None = None) -> int:
         results.append(measure(size, args))
         r = results[-1]
         even = "never" if r["break_even_steps"] is None else f"{r['break_even_steps']:.1f}"
-        print(f"{size:>5} {r['params'] / 1e6:7.1f} M params  hf {r['hf_tokens_per_s']:8.1f} tok/s  "
-              f"vllm {r['vllm_tokens_per_s']:8.1f} tok/s  vllm/hf {r['vllm_over_hf']:.2f}  "
-              f"step hf {r['hf_step_s']:.2f} s vllm {r['vllm_step_s']:.2f} s (sync {r['vllm_sync_s']:.2f})  "
-              f"build hf {r['hf_build_s']:.1f} s vllm {r['vllm_build_s']:.1f} s  break-even {even} steps",
-              flush=True)  # fmt: skip
+        print(
+            f"{size:>5} {r['params'] / 1e6:7.1f} M params  hf {r['hf_tokens_per_s']:8.1f} tok/s  "
+            f"vllm {r['vllm_tokens_per_s']:8.1f} tok/s  vllm/hf {r['vllm_over_hf']:.2f}  "
+            f"step hf {r['hf_step_s']:.2f} s vllm {r['vllm_step_s']:.2f} s (sync {r['vllm_sync_s']:.2f})  "
+            f"build hf {r['hf_build_s']:.1f} s vllm {r['vllm_build_s']:.1f} s  break-even {even} steps",
+            flush=True,
+        )
         record = {
-            "command": "python benchmarks/perf/vllm_vs_hf.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            "command": "python benchmarks/perf/vllm_vs_hf.py "
+            + " ".join(sys.argv[1:] if argv is None else argv),
             "settings": {k: v for k, v in vars(args).items() if k not in ("_worker", "out")},
-            "load_before": load, "load_after": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
+            "load_before": load,
+            "load_after": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
             "results": results,
-        }  # fmt: skip
+        }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         tmp = args.out.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(record, indent=2))

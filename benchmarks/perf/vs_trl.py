@@ -104,12 +104,24 @@ def corl_arm(family: str, n: int, parallel: bool, args: argparse.Namespace) -> A
         "agents": [{"name": f"a{i}", "model": FAMILIES[family]} for i in range(n)],
         "topology": {"kind": "mutual" if n == 2 else "ring"},
         "data": {"train": "synthetic", "limit": args.pool, "problems_per_step": args.problems},
-        "grpo": {"k": args.k, "max_new_tokens": args.tokens, "min_new_tokens": args.tokens,
-                 "micro_batch_size": batch, "beta": 0.0},
+        "grpo": {
+            "k": args.k,
+            "max_new_tokens": args.tokens,
+            "min_new_tokens": args.tokens,
+            "micro_batch_size": batch,
+            "beta": 0.0,
+        },
         "rollout": {"engine": "hf", "batch_size": batch},
-        "train": {"reward": "co_rl" if n > 1 else "ttrl", "lr": 1e-6, "max_steps": 1000, "warmup_ratio": 0,
-                  "parallel_agents": parallel, "plot": False, "output_dir": tempfile.mkdtemp(prefix="vs-trl-")},
-    }  # fmt: skip
+        "train": {
+            "reward": "co_rl" if n > 1 else "ttrl",
+            "lr": 1e-6,
+            "max_steps": 1000,
+            "warmup_ratio": 0,
+            "parallel_agents": parallel,
+            "plot": False,
+            "output_dir": tempfile.mkdtemp(prefix="vs-trl-"),
+        },
+    }
     cohort = Cohort.from_config(config_from_dict(raw, source="benchmarks/perf/vs_trl.py"))
     for agent in cohort.agents:
         agent.engine = ForcedAnswers(agent.engine)
@@ -164,17 +176,36 @@ def trl_arm(family: str, args: argparse.Namespace, proto: Any) -> None:
 
     batch = args.problems * args.k
     config = GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="vs-trl-"), per_device_train_batch_size=batch,
-        gradient_accumulation_steps=1, num_generations=args.k, steps_per_generation=1, num_iterations=1,
-        max_completion_length=args.tokens, generation_kwargs={"min_new_tokens": args.tokens}, beta=0.0,
-        learning_rate=1e-6, temperature=1.0, top_p=1.0, max_steps=10_000, logging_steps=1, report_to="none",
-        save_strategy="no", use_cpu=True, bf16=False, fp16=False, disable_tqdm=True, seed=0,
-        remove_unused_columns=False, dataloader_num_workers=0,
-    )  # fmt: skip
+        output_dir=tempfile.mkdtemp(prefix="vs-trl-"),
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=1,
+        num_generations=args.k,
+        steps_per_generation=1,
+        num_iterations=1,
+        max_completion_length=args.tokens,
+        generation_kwargs={"min_new_tokens": args.tokens},
+        beta=0.0,
+        learning_rate=1e-6,
+        temperature=1.0,
+        top_p=1.0,
+        max_steps=10_000,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        disable_tqdm=True,
+        seed=0,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+    )
     trainer = GRPOTrainer(
-        model=str(ensure_tiny(FAMILIES[family])), reward_funcs=reward, args=config,
+        model=str(ensure_tiny(FAMILIES[family])),
+        reward_funcs=reward,
+        args=config,
         train_dataset=Dataset.from_list(rows),
-    )  # fmt: skip
+    )
     spent = {"generate": 0.0, "score": 0.0}
 
     def timed(name: str, fn: Any) -> Any:
@@ -206,13 +237,19 @@ def trl_arm(family: str, args: argparse.Namespace, proto: Any) -> None:
         def on_step_end(self, *a: Any, **k: Any) -> None:
             total = time.perf_counter() - self.t0
             logged = trainer._metrics["train"]
-            _reply(proto, {
-                "total": total, "rollout": spent["generate"], "reward": spent["score"] - spent["generate"],
-                "update": total - spent["score"],
-                "length_min": logged.get("completions/min_length", [float("nan")])[-1],
-                "length_max": logged.get("completions/max_length", [float("nan")])[-1],
-                "trained_rows": float(batch), "peak_rss_mb": peak_rss_mb(),
-            })  # fmt: skip
+            _reply(
+                proto,
+                {
+                    "total": total,
+                    "rollout": spent["generate"],
+                    "reward": spent["score"] - spent["generate"],
+                    "update": total - spent["score"],
+                    "length_min": logged.get("completions/min_length", [float("nan")])[-1],
+                    "length_max": logged.get("completions/max_length", [float("nan")])[-1],
+                    "trained_rows": float(batch),
+                    "peak_rss_mb": peak_rss_mb(),
+                },
+            )
 
     trainer.add_callback(Driven())
     trainer.train()
@@ -256,14 +293,27 @@ def arm_names(family: str, args: argparse.Namespace) -> list[str]:
 
 def run_family(family: str, args: argparse.Namespace) -> dict[str, Any]:
     arms = arm_names(family, args)
-    common = ["--threads", str(args.threads), "--k", str(args.k), "--problems", str(args.problems),
-              "--tokens", str(args.tokens), "--pool", str(args.pool)]  # fmt: skip
+    common = [
+        "--threads",
+        str(args.threads),
+        "--k",
+        str(args.k),
+        "--problems",
+        str(args.problems),
+        "--tokens",
+        str(args.tokens),
+        "--pool",
+        str(args.pool),
+    ]
     procs = {}
     for arm in arms:  # built one at a time: build times do not overlap
         procs[arm] = subprocess.Popen(
-            [sys.executable, __file__, "--_worker", arm, *common], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": str(args.threads)},
-        )  # fmt: skip
+            [sys.executable, __file__, "--_worker", arm, *common],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": str(args.threads)},
+        )
         ready = _read(procs[arm], arm)
         print(f"[{arm}] ready, rss {ready['peak_rss_mb']:.0f} MB", file=sys.stderr, flush=True)
     samples: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
@@ -301,12 +351,16 @@ def summarise(family: str, arms: list[str], samples: dict[str, list[dict[str, An
         med = {k: statistics.median(s[k] for s in got) for k in ("total", *PHASES)}
         paired = [s["total"] / t["total"] for s, t in zip(got, trl)]
         row = {
-            "arm": arm, "agents": n, "median_s": med, "paired_ratio_vs_trl": statistics.median(paired),
+            "arm": arm,
+            "agents": n,
+            "median_s": med,
+            "paired_ratio_vs_trl": statistics.median(paired),
             "per_agent_ratio_vs_trl": statistics.median(paired) / n,
             "peak_rss_mb": max(s["peak_rss_mb"] for s in got),
             "completion_length": [min(s["length_min"] for s in got), max(s["length_max"] for s in got)],
-            "trained_rows": statistics.median(s["trained_rows"] for s in got), "samples": got,
-        }  # fmt: skip
+            "trained_rows": statistics.median(s["trained_rows"] for s in got),
+            "samples": got,
+        }
         if arm == f"{family}:corl:1:seq":
             base_seq = got
         rows.append(row)
@@ -318,18 +372,38 @@ def summarise(family: str, arms: list[str], samples: dict[str, list[dict[str, An
 
 
 def print_table(results: list[dict[str, Any]]) -> str:
-    header = ["family", "arm", "step s", "rollout s", "reward s", "update s", "× TRL", "per agent × TRL",
-              "t(N)/N/t(1)", "peak RSS MB", "tokens"]  # fmt: skip
+    header = [
+        "family",
+        "arm",
+        "step s",
+        "rollout s",
+        "reward s",
+        "update s",
+        "× TRL",
+        "per agent × TRL",
+        "t(N)/N/t(1)",
+        "peak RSS MB",
+        "tokens",
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for fam in results:
         for r in fam["rows"]:
             m = r["median_s"]
             scaling = r.get("scaling_vs_n1")
             lo, hi = r["completion_length"]
-            cells = [fam["family"], r["arm"].split(":", 1)[1], f"{m['total']:.2f}", f"{m['rollout']:.2f}",
-                     f"{m['reward']:.2f}", f"{m['update']:.2f}", f"{r['paired_ratio_vs_trl']:.2f}",
-                     f"{r['per_agent_ratio_vs_trl']:.2f}", "" if scaling is None else f"{scaling:.2f}",
-                     f"{r['peak_rss_mb']:.0f}", f"{lo:.0f}–{hi:.0f}"]  # fmt: skip
+            cells = [
+                fam["family"],
+                r["arm"].split(":", 1)[1],
+                f"{m['total']:.2f}",
+                f"{m['rollout']:.2f}",
+                f"{m['reward']:.2f}",
+                f"{m['update']:.2f}",
+                f"{r['paired_ratio_vs_trl']:.2f}",
+                f"{r['per_agent_ratio_vs_trl']:.2f}",
+                "" if scaling is None else f"{scaling:.2f}",
+                f"{r['peak_rss_mb']:.0f}",
+                f"{lo:.0f}–{hi:.0f}",
+            ]
             lines.append("| " + " | ".join(cells) + " |")
     text = "\n".join(lines)
     print(text)
@@ -344,8 +418,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--families", default="text,vl", help="comma-separated: text, vl")
     parser.add_argument("--agents", default="1,2,3", help="corl-vl cohort sizes")
-    parser.add_argument("--parallel", default="both", choices=("both", "true", "false"),
-                        help="train.parallel_agents of the N ≥ 2 arms (both: one arm each)")  # fmt: skip
+    parser.add_argument(
+        "--parallel",
+        default="both",
+        choices=("both", "true", "false"),
+        help="train.parallel_agents of the N ≥ 2 arms (both: one arm each)",
+    )
     parser.add_argument("--steps", type=int, default=7, help="measured rounds (default 7)")
     parser.add_argument("--warmup", type=int, default=2, help="warm-up rounds excluded (default 2)")
     parser.add_argument("--k", type=int, default=8, help="completions per problem (default 8)")
@@ -378,9 +456,12 @@ def write_record(args: argparse.Namespace, argv: list[str] | None, results: list
     record = {
         "command": "python benchmarks/perf/vs_trl.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "settings": {k: v for k, v in vars(args).items() if k not in ("_worker", "out")},
-        "trl_version": trl.__version__, "load_before": before, "load_after": load_average(),
-        "table": print_table(results), "results": results,
-    }  # fmt: skip
+        "trl_version": trl.__version__,
+        "load_before": before,
+        "load_after": load_average(),
+        "table": print_table(results),
+        "results": results,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(record, indent=2))

@@ -36,8 +36,11 @@ SKILLS = [
 MODELS = ["tiny-qwen2.5-vl", "tiny-internvl3.5"]
 CHANCE = {  # 1 / number of classes
     **dict.fromkeys(["spot_color", "figure_color", "ground_color", "shape_color", "shape_sides"], 1 / 6),
-    "spot_quadrant": 1 / 4, "spot_size": 1 / 2, "count_blobs": 1 / 4, "tallest_bar": 1 / 3,
-}  # fmt: skip
+    "spot_quadrant": 1 / 4,
+    "spot_size": 1 / 2,
+    "count_blobs": 1 / 4,
+    "tallest_bar": 1 / 3,
+}
 VALIDATION_SEED = 3000
 
 
@@ -70,19 +73,31 @@ def main(argv: list[str] | None = None) -> int:
             if (model, skill, args.steps, args.lr) in done:
                 continue
             spec = WarmStartSpec(
-                model=model, strong_skills=(skill,), labels_per_skill=args.labels, text_view=False,
-                steps=args.steps, lr=args.lr,
-            )  # fmt: skip
+                model=model,
+                strong_skills=(skill,),
+                labels_per_skill=args.labels,
+                text_view=False,
+                steps=args.steps,
+                lr=args.lr,
+            )
             t0 = time.perf_counter()
             adapter, net, record = train_warm_start(spec)
             real = evaluate(adapter, net, val, max_new_tokens=12)
             blank = evaluate(adapter, net, blank_images(val), max_new_tokens=12)
             row = {
-                "model": model, "skill": skill, "steps": args.steps, "lr": args.lr, "labels": args.labels,
-                "validation": real.per_skill[skill], "blanked": blank.per_skill[skill], "chance": CHANCE.get(skill),
-                "parsed": real.parsed, "first_loss": record["first_loss"], "last_loss": record["last_loss"],
+                "model": model,
+                "skill": skill,
+                "steps": args.steps,
+                "lr": args.lr,
+                "labels": args.labels,
+                "validation": real.per_skill[skill],
+                "blanked": blank.per_skill[skill],
+                "chance": CHANCE.get(skill),
+                "parsed": real.parsed,
+                "first_loss": record["first_loss"],
+                "last_loss": record["last_loss"],
                 "seconds": round(time.perf_counter() - t0, 1),
-            }  # fmt: skip
+            }
             rows.append(row)
             print(json.dumps(row), flush=True)
             cmd = "OMP_NUM_THREADS=1 .venv/bin/python " + " ".join(shlex.quote(a) for a in sys.argv)

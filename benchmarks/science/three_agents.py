@@ -284,8 +284,11 @@ def plot_reliability(result: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(
         len(arms), len(agents), figsize=(4 * len(agents), 2.8 * len(arms)), squeeze=False
     )
-    keys = (("answer/accuracy", "actual (gold)", "k-"), ("reliability/agreement", "agreement", "C0--"),
-            ("reliability/dawid_skene", "Dawid–Skene", "C3--"))  # fmt: skip
+    keys = (
+        ("answer/accuracy", "actual (gold)", "k-"),
+        ("reliability/agreement", "agreement", "C0--"),
+        ("reliability/dawid_skene", "Dawid–Skene", "C3--"),
+    )
     for r, arm in enumerate(arms):
         for c, agent in enumerate(agents):
             ax = axes[r][c]

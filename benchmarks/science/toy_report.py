@@ -163,8 +163,10 @@ def evidence(result: dict[str, Any]) -> str:
         "Error correlation between the two bases (Cohen's κ on held-out correctness; `corl-vl diagnose`):",
         "",
     ]
-    lines += ["| warm-start seed | κ overall | " + " | ".join(f"κ {s}" for s in skills) + " | complementarity |",
-              "|---|---|" + "---|" * (len(skills) + 1)]  # fmt: skip
+    lines += [
+        "| warm-start seed | κ overall | " + " | ".join(f"κ {s}" for s in skills) + " | complementarity |",
+        "|---|---|" + "---|" * (len(skills) + 1),
+    ]
     for b in result["bases"]:
         k = b["kappa"]
 
@@ -172,8 +174,11 @@ def evidence(result: dict[str, Any]) -> str:
             return "n/a" if x is None or x["kappa"] is None else f"{x['kappa']:+.3f}"
 
         cells = [fmt(k.get(s)) for s in skills]
-        lines.append(f"| {b['base_seed']} | {fmt(k['overall'])} | " + " | ".join(cells)
-                     + f" | {k['overall']['complementarity']:.1f} |")  # fmt: skip
+        lines.append(
+            f"| {b['base_seed']} | {fmt(k['overall'])} | "
+            + " | ".join(cells)
+            + f" | {k['overall']['complementarity']:.1f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -188,13 +193,25 @@ def _blanked(result: dict[str, Any], skills: list[str]) -> list[str]:
     ]
     rows: list[tuple[str, str, list[dict[str, Any]], list[dict[str, Any]]]] = []
     for agent in agents:
-        rows.append(("base", agent, [b["before"][agent] for b in result["bases"]],
-                     [b["blanked"][agent] for b in result["bases"]]))  # fmt: skip
+        rows.append(
+            (
+                "base",
+                agent,
+                [b["before"][agent] for b in result["bases"]],
+                [b["blanked"][agent] for b in result["bases"]],
+            )
+        )
     for method in dict.fromkeys(r["method"] for r in result["runs"]):
         runs = [r for r in result["runs"] if r["method"] == method]
         for agent in agents:
-            rows.append((f"after {METHODS.get(method, method)}", agent, [r["evals"][-1][agent] for r in runs],
-                         [r["blanked_after"][agent] for r in runs]))  # fmt: skip
+            rows.append(
+                (
+                    f"after {METHODS.get(method, method)}",
+                    agent,
+                    [r["evals"][-1][agent] for r in runs],
+                    [r["blanked_after"][agent] for r in runs],
+                )
+            )
     for label, agent, real, blank in rows:
         cells = [
             f"{statistics.mean(x['per_skill'][s] for x in real):.3f} → "

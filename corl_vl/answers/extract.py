@@ -31,10 +31,17 @@ EXTRACTION_MODES: tuple[str, ...] = ("strict", "lenient")
 MODE_ORDERS: dict[str, tuple[str, ...]] = {
     "strict": (*DEFAULT_ORDER, "bare"),
     "lenient": (
-        "boxed", "answer_tag", "marker", "lone_letter", "option_phrase", "bare", "stated_value",
-        "last_number", "math_verify",
+        "boxed",
+        "answer_tag",
+        "marker",
+        "lone_letter",
+        "option_phrase",
+        "bare",
+        "stated_value",
+        "last_number",
+        "math_verify",
     ),
-}  # fmt: skip
+}
 #: Seconds math-verify may spend extracting from one response (lenient mode's last resort).
 MATH_VERIFY_EXTRACT_TIMEOUT_S = 5.0
 #: Answers longer than this are truncated prose, not answers.
@@ -181,9 +188,11 @@ def _sentence_end(rest: str) -> int:
         if ch == "$":
             in_math = not in_math
         elif (
-            ch == "." and not in_math and (k + 1 == len(rest) or rest[k + 1].isspace())
+            ch == "."
+            and not in_math
+            and (k + 1 == len(rest) or rest[k + 1].isspace())
             and not lenient.abbreviation(rest, k)
-        ):  # fmt: skip
+        ):
             return k
     return len(rest)
 

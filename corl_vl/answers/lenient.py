@@ -101,9 +101,12 @@ def _until_sentence_end(rest: str) -> str | None:
         if ch == "$":
             in_math = not in_math
         elif (
-            ch in ".!?" and not in_math and (k + 1 == len(rest) or rest[k + 1].isspace())
-            and not (ch == "." and abbreviation(rest, k)) and not (k and rest[k - 1] == "\\")  # \! is LaTeX
-        ):  # fmt: skip
+            ch in ".!?"
+            and not in_math
+            and (k + 1 == len(rest) or rest[k + 1].isspace())
+            and not (ch == "." and abbreviation(rest, k))
+            and not (k and rest[k - 1] == "\\")  # \! is LaTeX
+        ):
             return rest[:k]
         if k > MAX_SENTENCE_CHARS:
             return None
@@ -176,9 +179,11 @@ def option_phrase(text: str, options: Options | None) -> str | None:
                 default=len(text),
             )
             named = {
-                x for p in (_OPTION_PHRASE, _PAREN_LETTER) for n in p.finditer(text[start:end])
+                x
+                for p in (_OPTION_PHRASE, _PAREN_LETTER)
+                for n in p.finditer(text[start:end])
                 if (x := letter_of(n.group(1), options)) is not None
-            }  # fmt: skip
+            }
             return letter if len(named) <= 1 else NO_ANSWER
     return None
 

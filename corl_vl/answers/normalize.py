@@ -62,10 +62,21 @@ _TEXT_WRAP = re.compile(r"^\\(?:text|textbf|textrm|mathrm|mbox|mathbf|textit)\{(
 WHITESPACE = re.compile(r"\s+")
 # One spelling per relation: "x >= 5", "x \\ge 5", "x ≥ 5" and "x \\geq 5" are the same statement.
 _RELATIONS = {
-    ">=": "\\geq", "\\geq": "\\geq", "\\ge": "\\geq", "≥": "\\geq",
-    "<=": "\\leq", "\\leq": "\\leq", "\\le": "\\leq", "≤": "\\leq",
-    "!=": "\\neq", "\\neq": "\\neq", "\\ne": "\\neq", "≠": "\\neq", "\\gt": ">", "\\lt": "<",
-}  # fmt: skip
+    ">=": "\\geq",
+    "\\geq": "\\geq",
+    "\\ge": "\\geq",
+    "≥": "\\geq",
+    "<=": "\\leq",
+    "\\leq": "\\leq",
+    "\\le": "\\leq",
+    "≤": "\\leq",
+    "!=": "\\neq",
+    "\\neq": "\\neq",
+    "\\ne": "\\neq",
+    "≠": "\\neq",
+    "\\gt": ">",
+    "\\lt": "<",
+}
 _RELATION_SPELLING = re.compile(r">=|<=|!=|≥|≤|≠|\\(?:geq|leq|neq|ge|le|ne|gt|lt)(?:slant)?(?![a-zA-Z])")
 
 # A decimal comma ("2,5", "3,14") has one or two digits after a single comma; three digits mean thousands.

@@ -35,14 +35,32 @@ _DELIMS = re.compile(r"^\s*(?:\$\$|\$|\\\(|\\\[)\s*(.*?)\s*(?:\$\$|\$|\\\)|\\\])
 _POWER_WORDS = {"square": "2", "sq": "2", "cubic": "3", "cu": "3"}
 # Spelled-out units and their symbols; a symbol maps to itself.
 _UNIT_NAMES = {
-    **{n: "mm" for n in ("millimeter", "millimetre")}, **{n: "cm" for n in ("centimeter", "centimetre")},
-    **{n: "m" for n in ("meter", "metre")}, **{n: "km" for n in ("kilometer", "kilometre")},
-    **{n: "in" for n in ("inch", "inche")}, **{n: "ft" for n in ("foot", "feet")}, "yard": "yd",
-    "mile": "mi", "gram": "g", "kilogram": "kg", **{n: "l" for n in ("liter", "litre")},
-    **{n: "ml" for n in ("milliliter", "millilitre")}, "hour": "h", "hr": "h", "minute": "min",
-    "second": "s", "sec": "s", "day": "d", "week": "wk", "year": "yr", "unit": "units", "degree": "deg",
-    "dollar": "usd", "cent": "ct", "percent": "%",
-}  # fmt: skip
+    **{n: "mm" for n in ("millimeter", "millimetre")},
+    **{n: "cm" for n in ("centimeter", "centimetre")},
+    **{n: "m" for n in ("meter", "metre")},
+    **{n: "km" for n in ("kilometer", "kilometre")},
+    **{n: "in" for n in ("inch", "inche")},
+    **{n: "ft" for n in ("foot", "feet")},
+    "yard": "yd",
+    "mile": "mi",
+    "gram": "g",
+    "kilogram": "kg",
+    **{n: "l" for n in ("liter", "litre")},
+    **{n: "ml" for n in ("milliliter", "millilitre")},
+    "hour": "h",
+    "hr": "h",
+    "minute": "min",
+    "second": "s",
+    "sec": "s",
+    "day": "d",
+    "week": "wk",
+    "year": "yr",
+    "unit": "units",
+    "degree": "deg",
+    "dollar": "usd",
+    "cent": "ct",
+    "percent": "%",
+}
 _SYMBOLS = frozenset(_UNIT_NAMES.values()) | {"km", "cm", "mm", "m", "g", "kg", "l", "ml", "h", "min", "s"}
 
 

@@ -46,18 +46,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--gold", metavar="G.jsonl", help="gold answers: lines with 'id', 'answer' [, 'choices']"
     )
     parser.add_argument(
-        "--extraction", default="lenient", choices=("strict", "lenient"),
+        "--extraction",
+        default="lenient",
+        choices=("strict", "lenient"),
         help="answer extraction for rows graded from a response (default lenient, as grade/eval; strict: the "
         "markers peer votes read)",
-    )  # fmt: skip
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=run)
 
 
 # the generating options (only with --model) and their defaults
-_GENERATION = {"data": None, "split": None, "limit": None, "temperature": 0.8, "top_p": 1.0,
-               "max_new_tokens": 1024, "seed": 0, "engine": "hf", "batch_size": 8, "device": "cpu",
-               "output_dir": Path("runs/diagnose")}  # fmt: skip
+_GENERATION = {
+    "data": None,
+    "split": None,
+    "limit": None,
+    "temperature": 0.8,
+    "top_p": 1.0,
+    "max_new_tokens": 1024,
+    "seed": 0,
+    "engine": "hf",
+    "batch_size": 8,
+    "device": "cpu",
+    "output_dir": Path("runs/diagnose"),
+}
 
 
 def _generation_options(args: argparse.Namespace) -> None:
@@ -97,11 +109,21 @@ def run(args: argparse.Namespace) -> int:
         if len(args.model) < 2 or args.data is None:
             raise CorlError("generating answers needs at least two --model values and --data")
         paths = generate_answers(
-            args.model, args.data, args.output_dir, split=args.split, limit=args.limit,
-            temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
-            engine=args.engine, batch_size=args.batch_size, device=args.device, progress=not args.json,
+            args.model,
+            args.data,
+            args.output_dir,
+            split=args.split,
+            limit=args.limit,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            max_new_tokens=args.max_new_tokens,
+            seed=args.seed,
+            engine=args.engine,
+            batch_size=args.batch_size,
+            device=args.device,
+            progress=not args.json,
             extraction=args.extraction,
-        )  # fmt: skip
+        )
         if not args.json:
             print(f"wrote {', '.join(str(p) for p in paths)}")
         report = diagnose(paths, extraction=args.extraction)

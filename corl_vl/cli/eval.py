@@ -42,9 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--benchmark", required=True, action="append",
+        "--benchmark",
+        required=True,
+        action="append",
         help=f"one of {', '.join(BENCHMARKS)}, or all / vision / text; repeat or comma-separate for several",
-    )  # fmt: skip
+    )
     p.add_argument("--data", type=Path, help="local benchmark folder or annotation file (default: the hub)")
     p.add_argument("--split", help="benchmark split (default: testmini for the vision benchmarks)")
     p.add_argument("--limit", type=int, help="evaluate only the first N records of each benchmark")
@@ -53,19 +55,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--responses", action="append", type=Path, help="JSONL of id + response (repeatable)")
     p.add_argument(
-        "--allow-multiple", action="store_true",
+        "--allow-multiple",
+        action="store_true",
         help="--responses: accept an id on several lines and score them together (avg@k)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--model", action="append",
+        "--model",
+        action="append",
         help="preset, checkpoint folder, or a training run folder (= each agent at its latest checkpoint); "
         "repeatable",
-    )  # fmt: skip
+    )
     p.add_argument("--step", type=int, help="with --model RUN_DIR: the checkpoint step instead of the latest")
     p.add_argument(
-        "--baseline-models", action="store_true",
+        "--baseline-models",
+        action="store_true",
         help="with --model RUN_DIR: also evaluate each agent's base model (from the run's config.yaml), side by side",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--adapter",
         help="adapter name (default: from the preset, or the checkpoint's config.json model_type)",
@@ -73,19 +78,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ensemble", type=int, help="pool K responses from each model / file and majority-vote")
     p.add_argument("--tie-policy", default="first", choices=("first", "none"), help="ensemble ties")
     p.add_argument(
-        "--scoring", default="official", choices=("official", "verified"),
+        "--scoring",
+        default="official",
+        choices=("official", "verified"),
         help="headline verdicts: the benchmark's official rules (default; comparable with published tables) or "
         "verified (math equivalence); both overalls are always written (docs/grading.md)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--extraction", default="lenient", choices=("strict", "lenient"),
+        "--extraction",
+        default="lenient",
+        choices=("strict", "lenient"),
         help="answer extraction for verified scoring (default lenient: free prose too; strict: markers only)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--extractor", default="rules",
+        "--extractor",
+        default="rules",
         help="official extraction: rules (default) or model:PATH_OR_PRESET, a local model running the "
         "benchmark's official extraction prompt (MathVista, MathVerse); cached per record",
-    )  # fmt: skip
+    )
     p.add_argument("--samples", type=int, help="responses per record (default 1; AMC 8: avg@8)")
     p.add_argument("--temperature", type=float, help="override the decoding temperature (0 = greedy)")
     p.add_argument("--top-p", type=float, help="override top-p")
@@ -192,9 +202,12 @@ def _model_extractor(args: argparse.Namespace) -> Any:
     if getattr(args, "_extractor", None) is None:
         device = args.device or "cpu"
         args._extractor = ModelExtractor(
-            model, engine=args.engine, device=device, batch_size=args.batch_size,
+            model,
+            engine=args.engine,
+            device=device,
+            batch_size=args.batch_size,
             dtype=args.dtype or ("bfloat16" if device.startswith("cuda") else "float32"),
-        )  # fmt: skip
+        )
     return args._extractor
 
 
@@ -209,8 +222,16 @@ def run(args: argparse.Namespace) -> int:
 
 # Flags that only change how responses are generated, and their defaults; the last four also load a
 # --extractor model, so they apply to --responses with one.
-_GENERATION = {"samples": None, "temperature": None, "top_p": None, "max_new_tokens": None,
-               "max_long_side": 1024, "answer_format": None, "seed": 0, "adapter": None}  # fmt: skip
+_GENERATION = {
+    "samples": None,
+    "temperature": None,
+    "top_p": None,
+    "max_new_tokens": None,
+    "max_long_side": 1024,
+    "answer_format": None,
+    "seed": 0,
+    "adapter": None,
+}
 _LOADING = {"engine": "hf", "device": None, "dtype": None, "batch_size": 8}
 
 
@@ -341,9 +362,15 @@ def _generate_and_score(
     generated: dict[str, dict[str, dict[str, list[str]]]] = {n: {} for n in names}  # bench → run → responses
     for label, model in zip(labels, args.model):
         with Generator(
-            model, adapter=args.adapter, engine=args.engine, device=device, batch_size=args.batch_size,
-            max_long_side=args.max_long_side, dtype=dtype, answer_format=args.answer_format,
-        ) as generator:  # fmt: skip
+            model,
+            adapter=args.adapter,
+            engine=args.engine,
+            device=device,
+            batch_size=args.batch_size,
+            max_long_side=args.max_long_side,
+            dtype=dtype,
+            answer_format=args.answer_format,
+        ) as generator:
             for name in names:
                 spec = get_spec(name)
                 if spec.multimodal and not generator.supports_images:

@@ -39,13 +39,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--timeout", type=float, default=None, help="seconds per math-verify comparison (default 5)"
     )
     p.add_argument(
-        "--extraction", default="lenient", choices=("strict", "lenient"),
+        "--extraction",
+        default="lenient",
+        choices=("strict", "lenient"),
         help="answer extraction: lenient (default; free prose too) or strict (markers only, as peer votes)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--scoring", default="verified", choices=("verified", "official"),
+        "--scoring",
+        default="verified",
+        choices=("verified", "official"),
         help="verified (default; math equivalence) or official (the --benchmark's published rules)",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--benchmark", help="benchmark whose official rules --scoring official applies (e.g. mathvista)"
     )

@@ -157,12 +157,24 @@ def self_launch_processes(cfg: Any, visible_gpus: int, env: Mapping[str, str]) -
     if sum(asked) > visible_gpus:
         raise CorlError(f"agents[i].gpus: the agents ask for {sum(asked)} GPUs, {visible_gpus} are visible")
     if sum(asked) < visible_gpus:
-        log.warning("agents[i].gpus use %d of %d visible GPUs; %d left over", sum(asked), visible_gpus,
-                    visible_gpus - sum(asked))  # fmt: skip
+        log.warning(
+            "agents[i].gpus use %d of %d visible GPUs; %d left over",
+            sum(asked),
+            visible_gpus,
+            visible_gpus - sum(asked),
+        )
     return sum(asked)
 
 
 def self_launch_command(nproc: int, train_argv: Sequence[str], python: str) -> list[str]:
     """torch's own launcher, on this node, running ``corl-vl train`` again in ``nproc`` processes."""
-    return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-            "-m", "corl_vl", *train_argv]  # fmt: skip
+    return [
+        python,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "corl_vl",
+        *train_argv,
+    ]

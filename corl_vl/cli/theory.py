@@ -31,10 +31,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--ring", metavar="P1,P2,...", help="starting accuracies of an N-agent ring on one prompt"
     )
     parser.add_argument(
-        "--cohort", metavar="ROWS",
+        "--cohort",
+        metavar="ROWS",
         help="N-agent cohort: one row of accuracies per prompt type, rows separated by ';' (e.g. "
         "'0.9,0.2,0;0.2,0.9,0'); compares the weightings uniform, agreement and dawid_skene",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--topology", choices=("all_peers", "ring"), help="--cohort: who supervises whom (default all_peers)"
     )
@@ -68,13 +69,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--atol", type=float, help="integrator absolute tolerance (default 1e-12; not --cohort)"
     )
     parser.add_argument(
-        "--horizon", type=float,
+        "--horizon",
+        type=float,
         help="longest time to integrate, learning-rate units (default 1e12; --cohort uses --until)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--phase-portrait", metavar="OUT.png",
+        "--phase-portrait",
+        metavar="OUT.png",
         help="draw the two-agent flow (hard reward, grpo advantage) in the pA–pB square with the separatrix",
-    )  # fmt: skip
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.set_defaults(func=run)
 
@@ -117,9 +120,16 @@ def _cohort(rows: list[list[float]] | tuple, args: argparse.Namespace) -> tuple[
     ]
     for weighting in ct.WEIGHTINGS:
         final = ct.simulate(
-            rows, sups, args.k, horizon=args.until, weighting=weighting, per_type=args.per_tag,
-            reward=args.peer_reward, advantage=args.advantage, eps=args.eps,
-        ).final  # fmt: skip
+            rows,
+            sups,
+            args.k,
+            horizon=args.until,
+            weighting=weighting,
+            per_type=args.per_tag,
+            reward=args.peer_reward,
+            advantage=args.advantage,
+            eps=args.eps,
+        ).final
         result["final"][weighting] = final.tolist()
         lines.append(f"  {weighting:>12}: " + ", ".join(f"{x:.3f}" for x in final.mean(axis=0)))
     return result, lines
@@ -178,9 +188,11 @@ def run(args: argparse.Namespace) -> int:
     from corl_vl.science import theory
 
     modes = [
-        args.example is not None, args.pa is not None or args.pb is not None, args.ring is not None,
+        args.example is not None,
+        args.pa is not None or args.pb is not None,
+        args.ring is not None,
         args.cohort is not None,
-    ]  # fmt: skip
+    ]
     if sum(modes) > 1:
         raise CorlError("give only one of --example, --pa/--pb, --ring, --cohort")
     if not any(modes) and args.phase_portrait is None:

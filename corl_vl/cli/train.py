@@ -141,11 +141,17 @@ def train_argv(args: argparse.Namespace) -> list[str]:
     ]
     argv += ["--config", args.config] if args.config else ["--pair", args.pair]
     argv += [x for item in args.overrides for x in ("--set", item)]
-    for flag, value in (("--max-steps", args.max_steps), ("--output-dir", args.output_dir),
-                        ("--baseline", args.baseline)):  # fmt: skip
+    for flag, value in (
+        ("--max-steps", args.max_steps),
+        ("--output-dir", args.output_dir),
+        ("--baseline", args.baseline),
+    ):
         argv += [flag, str(value)] if value is not None else []
-    for flag, on in (("--resume", args.resume), ("--no-progress", args.no_progress),
-                     ("--allow-unsafe-checkpoint", args.allow_unsafe_checkpoint)):  # fmt: skip
+    for flag, on in (
+        ("--resume", args.resume),
+        ("--no-progress", args.no_progress),
+        ("--allow-unsafe-checkpoint", args.allow_unsafe_checkpoint),
+    ):
         argv += [flag] if on else []
     return argv + (["--allow-config-change", *args.allow_config_change] if args.allow_config_change else [])
 

@@ -102,9 +102,11 @@ def _sample_blobs(rng: random.Random) -> Params:
     n = rng.randint(1, 4)
     cells = sorted(rng.sample(range(4), n))
     return {
-        "blobs": [[cell, rng.choice(_COLORS), rng.randint(12, 16), rng.randint(-5, 5), rng.randint(-5, 5)]
-                  for cell in cells],
-    }  # fmt: skip
+        "blobs": [
+            [cell, rng.choice(_COLORS), rng.randint(12, 16), rng.randint(-5, 5), rng.randint(-5, 5)]
+            for cell in cells
+        ],
+    }
 
 
 def _render_blobs(params: Params) -> Rendered:
@@ -157,8 +159,13 @@ def _mistake_tallest(params: Params) -> str:
 
 def _sample_figure(rng: random.Random) -> Params:
     figure, ground = rng.sample(_COLORS, 2)
-    return {"figure": figure, "ground": ground, "radius": rng.randint(28, 34),
-            "dx": rng.randint(-6, 6), "dy": rng.randint(-6, 6)}  # fmt: skip
+    return {
+        "figure": figure,
+        "ground": ground,
+        "radius": rng.randint(28, 34),
+        "dx": rng.randint(-6, 6),
+        "dy": rng.randint(-6, 6),
+    }
 
 
 def _figure_skill(question: str, field: str):
@@ -183,18 +190,42 @@ def _mistake_ground(params: Params) -> str:
 PIXEL_SKILLS: dict[str, Skill] = {
     skill.name: skill
     for skill in (
-        Skill("spot_color", False, _sample_spot, _spot_skill("What color is the circle?", "color"),
-              _mistake_spot_color),
-        Skill("spot_quadrant", False, _sample_spot,
-              _spot_skill("Where is the circle: top left, top right, bottom left or bottom right?", "quadrant"),
-              _mistake_quadrant),
-        Skill("spot_size", False, _sample_spot, _spot_skill("Is the circle small or large?", "size"),
-              _mistake_size),
+        Skill(
+            "spot_color",
+            False,
+            _sample_spot,
+            _spot_skill("What color is the circle?", "color"),
+            _mistake_spot_color,
+        ),
+        Skill(
+            "spot_quadrant",
+            False,
+            _sample_spot,
+            _spot_skill("Where is the circle: top left, top right, bottom left or bottom right?", "quadrant"),
+            _mistake_quadrant,
+        ),
+        Skill(
+            "spot_size",
+            False,
+            _sample_spot,
+            _spot_skill("Is the circle small or large?", "size"),
+            _mistake_size,
+        ),
         Skill("count_blobs", False, _sample_blobs, _render_blobs, _mistake_blobs),
         Skill("tallest_bar", False, _sample_tallest, _render_tallest, _mistake_tallest),
-        Skill("figure_color", False, _sample_figure, _figure_skill("What color is the circle?", "figure"),
-              _mistake_figure),
-        Skill("ground_color", False, _sample_figure, _figure_skill("What color is the background?", "ground"),
-              _mistake_ground),
+        Skill(
+            "figure_color",
+            False,
+            _sample_figure,
+            _figure_skill("What color is the circle?", "figure"),
+            _mistake_figure,
+        ),
+        Skill(
+            "ground_color",
+            False,
+            _sample_figure,
+            _figure_skill("What color is the background?", "ground"),
+            _mistake_ground,
+        ),
     )
-}  # fmt: skip
+}

@@ -107,8 +107,9 @@ def rephrase(
             f"rephrase: bad settings max_new_tokens={max_new_tokens}, temperature={temperature}, "
             f"batch_size={batch_size}"
         )
-    with Generator(model, adapter=adapter, engine=engine, device=device, batch_size=batch_size,
-                   answer_format="none") as gen:  # fmt: skip
+    with Generator(
+        model, adapter=adapter, engine=engine, device=device, batch_size=batch_size, answer_format="none"
+    ) as gen:
         return _rephrase_with(gen, problems, max_new_tokens, temperature, seed, batch_size)
 
 
@@ -119,9 +120,13 @@ def _rephrase_with(
     for start in range(0, len(problems), batch_size):
         chunk = list(problems[start : start + batch_size])
         rollouts = gen.engine.generate(
-            [_request(p) for p in chunk], k=1, temperature=temperature, top_p=1.0,
-            max_new_tokens=max_new_tokens, seed=seed + start,
-        )  # fmt: skip
+            [_request(p) for p in chunk],
+            k=1,
+            temperature=temperature,
+            top_p=1.0,
+            max_new_tokens=max_new_tokens,
+            seed=seed + start,
+        )
         for problem, rollout in zip(chunk, rollouts, strict=True):
             if rollout.problem_id != problem.id:
                 raise RuntimeError(f"rollout for {rollout.problem_id} returned in place of {problem.id}")
@@ -164,8 +169,17 @@ def write_view(problems: Sequence[Problem], out: str | Path, *, overwrite: bool 
         raise CorlError(f"{out} already exists (use --overwrite to replace it)")
     if out.suffix != ".jsonl":
         return _write_disk(problems, out)
-    rows = ({"id": p.id, "question": p.question, "answer": p.answer, "choices": p.choices,
-             "images": _image_paths(p.images), "rephrase": p.meta.get("rephrase")} for p in problems)  # fmt: skip
+    rows = (
+        {
+            "id": p.id,
+            "question": p.question,
+            "answer": p.answer,
+            "choices": p.choices,
+            "images": _image_paths(p.images),
+            "rephrase": p.meta.get("rephrase"),
+        }
+        for p in problems
+    )
     with atomic_dir(out) as new:  # atomic_dir, not atomic_file: --overwrite may replace a folder
         write_jsonl_atomic(new, rows)
     return out

@@ -289,9 +289,11 @@ def _shape_picture(params: Params) -> tuple[Image.Image, str]:
     image = Image.new("RGB", (SHAPE_SIZE, SHAPE_SIZE), WHITE)
     center = (SHAPE_SIZE / 2 + params["dx"], SHAPE_SIZE / 2 + params["dy"])
     ImageDraw.Draw(image).regular_polygon(
-        (center, params["radius"]), params["sides"], rotation=params["rotation"],
+        (center, params["radius"]),
+        params["sides"],
+        rotation=params["rotation"],
         fill=SHAPE_COLORS[params["color"]],
-    )  # fmt: skip
+    )
     return image, f"A picture shows {_a(params['color'] + ' ' + SIDE_NAMES[params['sides']])}."
 
 

@@ -39,10 +39,16 @@ def ensemble_record(
     verified = scorer.judge(problem, label) if label is not None else False
     official = scorer.official_judge(problem, label) if label is not None else False
     return RecordScore(
-        problem.id, list(pooled), extracted, [official if scorer.scoring == "official" else verified],
-        vote=label, vote_share=result.share, ensemble=True,
-        correct_official=[official], correct_verified=[verified],
-    )  # fmt: skip
+        problem.id,
+        list(pooled),
+        extracted,
+        [official if scorer.scoring == "official" else verified],
+        vote=label,
+        vote_share=result.share,
+        ensemble=True,
+        correct_official=[official],
+        correct_verified=[verified],
+    )
 
 
 def ensemble_scores(

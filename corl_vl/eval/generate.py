@@ -140,9 +140,13 @@ class _Progress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"), TextColumn("ETA"), TimeRemainingColumn(),
-        )  # fmt: skip
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+        )
         self.task = self.bar.add_task(description, total=total, rate="")
         self.bar.start()
 
@@ -292,9 +296,14 @@ class Generator:
                     )
                 try:
                     rollouts = self.engine.generate(
-                        chunk, k=decoding.samples, temperature=decoding.temperature, top_p=decoding.top_p,
-                        max_new_tokens=budget, seed=decoding.seed + start, prompts=prompts,
-                    )  # fmt: skip
+                        chunk,
+                        k=decoding.samples,
+                        temperature=decoding.temperature,
+                        top_p=decoding.top_p,
+                        max_new_tokens=budget,
+                        seed=decoding.seed + start,
+                        prompts=prompts,
+                    )
                 except CorlError as err:  # e.g. NaN next-token scores: say which model, not only what
                     raise CorlError(f"{description}: model {self.adapter.model_path}: {err}") from None
                 rows = []

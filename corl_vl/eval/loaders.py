@@ -223,9 +223,12 @@ def find_annotation_files(folder: Path, split: str | None, spec: BenchmarkSpec) 
             if shards:
                 return shards
     found = sorted(
-        p for base in (folder, folder / "data") if base.is_dir() for p in base.iterdir()
+        p
+        for base in (folder, folder / "data")
+        if base.is_dir()
+        for p in base.iterdir()
         if p.suffix.lower() in _ANNOTATION_SUFFIXES and p.is_file()
-    )  # fmt: skip
+    )
     if split is None and len(found) == 1:
         return found
     listing = ", ".join(p.name for p in found) or "no annotation files"

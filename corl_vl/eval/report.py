@@ -147,12 +147,16 @@ def _scoring_table(
     if not rows:
         return []
     head = [
-        "", "## Official vs verified scoring", "",
+        "",
+        "## Official vs verified scoring",
+        "",
         "Official (`overall_official`): each benchmark's published rules (comparable with published tables). "
         "Verified (`overall_verified`): lenient extraction + mathematical equivalence. Disagree: records whose "
-        "two verdicts differ.", "",
-        "| run | benchmark | official | verified | disagree |", "|---|---|---:|---:|---:|",
-    ]  # fmt: skip
+        "two verdicts differ.",
+        "",
+        "| run | benchmark | official | verified | disagree |",
+        "|---|---|---:|---:|---:|",
+    ]
     return head + rows + _disagreement_table(table, runs, benchmarks)
 
 

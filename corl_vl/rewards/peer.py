@@ -215,16 +215,21 @@ def weighted_peer_rewards(
             table = reliability if reliability_by_agent is None else reliability_by_agent[i]
             rel = None if table is None else [table[pid][j] for j in sups]
             v = weighted_vote(
-                [answers[j][pid] for j in sups], rel, choices=choices.get(pid), tie_policy=tie_policy,
-                min_share=min_share, timeout=timeout,
-            )  # fmt: skip
+                [answers[j][pid] for j in sups],
+                rel,
+                choices=choices.get(pid),
+                tie_policy=tie_policy,
+                min_share=min_share,
+                timeout=timeout,
+            )
             votes[pid] = v
             if not soft:
                 out[pid] = [
-                    1.0 if v.label is not None and equivalent(v.label, a, choices.get(pid), timeout=timeout)
+                    1.0
+                    if v.label is not None and equivalent(v.label, a, choices.get(pid), timeout=timeout)
                     else 0.0
                     for a in own
-                ]  # fmt: skip
+                ]
             elif not v.shares or v.shares[0][1] < min_share:
                 out[pid] = [0.0] * len(own)
             else:

@@ -13,8 +13,16 @@ from typing import Any
 from corl_vl.errors import CorlError
 from corl_vl.rollout.base import Completion, Rollout, RolloutEngine, cut_at_stop
 
-__all__ = ["ENGINES", "Completion", "Rollout", "RolloutEngine", "create_engine", "cut_at_stop", "parameter_count",
-           "resolve_engine"]  # fmt: skip
+__all__ = [
+    "ENGINES",
+    "Completion",
+    "Rollout",
+    "RolloutEngine",
+    "create_engine",
+    "cut_at_stop",
+    "parameter_count",
+    "resolve_engine",
+]
 
 
 def _hf(adapter: Any, model: Any, **options: Any) -> RolloutEngine:

@@ -193,11 +193,17 @@ class VLLMEngine:
         self.on_gpu = torch.cuda.is_available()
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         kwargs = engine_kwargs(
-            adapter, on_gpu=self.on_gpu, seed=seed, kv_cache_memory_bytes=kv_cache_memory_bytes,
-            gpu_memory_utilization=gpu_memory_utilization, sleep_between_phases=sleep_between_phases,
-            max_model_len=max_model_len, world_size=world_size, engine_args=engine_args,
+            adapter,
+            on_gpu=self.on_gpu,
+            seed=seed,
+            kv_cache_memory_bytes=kv_cache_memory_bytes,
+            gpu_memory_utilization=gpu_memory_utilization,
+            sleep_between_phases=sleep_between_phases,
+            max_model_len=max_model_len,
+            world_size=world_size,
+            engine_args=engine_args,
             tensor_parallel_size=tensor_parallel_size,
-        )  # fmt: skip
+        )
         self.sleep_between_phases = sleep_between_phases and self.on_gpu
         # in-memory sync needs the engine core in this process (no multiprocessing, or external_launcher)
         self.in_process = os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" or world_size > 1

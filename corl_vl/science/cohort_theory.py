@@ -116,9 +116,15 @@ def cohort_flow(
     for t in range(state.shape[0]):
         for i, sups in enumerate(supervisors):
             out[t, i] = pooled_drift(
-                state[t, i], [state[t, j] for j in sups], [w[t, j] for j in sups], k,
-                reward=reward, advantage=advantage, eps=eps, unbiased_std=unbiased_std,
-            )  # fmt: skip
+                state[t, i],
+                [state[t, j] for j in sups],
+                [w[t, j] for j in sups],
+                k,
+                reward=reward,
+                advantage=advantage,
+                eps=eps,
+                unbiased_std=unbiased_std,
+            )
     return out
 
 

@@ -323,8 +323,15 @@ def generate_answers(
         for p in view:
             text = responses[p.id][0]
             graded = grade(text, str(p.answer), choices=p.choices, extraction=extraction)
-            rows.append({"id": p.id, "answer": p.answer, "response": text, "extracted": graded.extracted,
-                         "correct": bool(graded.correct)})  # fmt: skip
+            rows.append(
+                {
+                    "id": p.id,
+                    "answer": p.answer,
+                    "response": text,
+                    "extracted": graded.extracted,
+                    "correct": bool(graded.correct),
+                }
+            )
         path = out / f"{name}.jsonl"
         write_jsonl_atomic(path, rows)
         paths.append(path)

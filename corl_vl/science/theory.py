@@ -179,9 +179,16 @@ def flow(
     if reward == "hard" and advantage == "grpo":
         return np.asarray(q(p_arr, k, eps, unbiased_std)) * np.asarray(phi(p_arr[list(supervisors)], k))
     return np.asarray(
-        drift(p_arr, p_arr[list(supervisors)], k, reward=reward, advantage=advantage, eps=eps,
-              unbiased_std=unbiased_std)
-    )  # fmt: skip
+        drift(
+            p_arr,
+            p_arr[list(supervisors)],
+            k,
+            reward=reward,
+            advantage=advantage,
+            eps=eps,
+            unbiased_std=unbiased_std,
+        )
+    )
 
 
 @dataclass(frozen=True)

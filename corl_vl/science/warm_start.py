@@ -196,9 +196,11 @@ def train_warm_start(
         for step in range(spec.steps):
             idx = order.sample(range(len(pool)), min(spec.batch_size, len(pool)))
             scored = adapter.completion_logprobs(
-                model, [prompts[i] for i in idx], [targets[i] for i in idx],
+                model,
+                [prompts[i] for i in idx],
+                [targets[i] for i in idx],
                 micro_batch_size=spec.batch_size,
-            )  # fmt: skip
+            )
             loss = -(scored.logprobs.sum() / scored.mask.sum().clamp(min=1))
             for group in optimizer.param_groups:
                 group["lr"] = spec.lr * _lr_factor(step, spec.steps)

@@ -174,9 +174,15 @@ class Agent:
         try:
             with self.backend.inference_weights():
                 rollouts = engine.generate(
-                    problems, k=samples, temperature=grpo.temperature, top_p=grpo.top_p,
-                    max_new_tokens=grpo.max_new_tokens, seed=seed, prompts=prompts, **extra,
-                )  # fmt: skip
+                    problems,
+                    k=samples,
+                    temperature=grpo.temperature,
+                    top_p=grpo.top_p,
+                    max_new_tokens=grpo.max_new_tokens,
+                    seed=seed,
+                    prompts=prompts,
+                    **extra,
+                )
         except NonFiniteLogits as err:  # which weights and checkpoint, not only which engine
             raise rollout_error(self, err) from None
         except CorlError as err:  # e.g. a failure inside vLLM: also say whose engine it is
@@ -201,9 +207,13 @@ class Agent:
         weights = self.backend.inference_weights() if model is None else contextlib.nullcontext()
         with torch.no_grad(), weights:
             return self.adapter.completion_logprobs(
-                model or self.model, prompts, completions, temperature=self.cfg.grpo.temperature or 1.0,
-                micro_batch_size=self.cfg.grpo.micro_batch_size, with_entropy=True,
-            )  # fmt: skip
+                model or self.model,
+                prompts,
+                completions,
+                temperature=self.cfg.grpo.temperature or 1.0,
+                micro_batch_size=self.cfg.grpo.micro_batch_size,
+                with_entropy=True,
+            )
 
     def update(self, batch: Batch, old: Any = None, *, group_size: int | None = None) -> dict[str, float]:
         """``grpo.updates_per_batch`` optimizer steps on ``batch``, one per mini-batch of whole groups of
@@ -239,10 +249,12 @@ class Agent:
             metrics["entropy"] = masked_mean(old.entropy, mask)
         # an empty completion (cut at an image placeholder) has no token to carry a gradient: never trained
         rows = [
-            i for i in range(len(batch.prompts))
-            if batch.completions[i] and (self.loss_spec.beta > 0 or advantages[i] != 0)
+            i
+            for i in range(len(batch.prompts))
+            if batch.completions[i]
+            and (self.loss_spec.beta > 0 or advantages[i] != 0)
             and (batch.trained is None or bool(batch.trained[i]))
-        ]  # fmt: skip
+        ]
         reference_logprobs = None
         if self.loss_spec.beta > 0:
             reference_logprobs = self.score(batch.prompts, batch.completions, model=self.ref_model).logprobs
@@ -272,10 +284,12 @@ class Agent:
         for start in range(0, len(rows), micro_batch_size):
             index = rows[start : start + micro_batch_size]
             current = self.adapter.completion_logprobs(
-                self.backend.train_module, [batch.prompts[i] for i in index],
-                [batch.completions[i] for i in index], temperature=grpo.temperature or 1.0,
+                self.backend.train_module,
+                [batch.prompts[i] for i in index],
+                [batch.completions[i] for i in index],
+                temperature=grpo.temperature or 1.0,
                 micro_batch_size=micro_batch_size,
-            )  # fmt: skip
+            )
             width = current.logprobs.shape[1]
             selected = torch.tensor(index, device=device)
             if old is None:
@@ -293,10 +307,15 @@ class Agent:
                     cap=self.importance_ratio_cap,
                 ).rho
             loss, part_metrics = policy_loss(
-                current.logprobs, old_part, advantages[selected], mask[selected, :width], self.loss_spec,
+                current.logprobs,
+                old_part,
+                advantages[selected],
+                mask[selected, :width],
+                self.loss_spec,
                 ref_logprobs=None if reference_logprobs is None else reference_logprobs[selected, :width],
-                rho=rho, normalizer=plan.normalizer,
-            )  # fmt: skip
+                rho=rho,
+                normalizer=plan.normalizer,
+            )
             self.backend.backward(loss)
             loss_total += float(loss.detach())
             parts.append((float(mask[selected].sum()), part_metrics))
@@ -346,9 +365,12 @@ class Agent:
         # a row with tokens, so there is something to differentiate
         row = next((i for i, ids in enumerate(batch.completions) if ids), 0)
         current = self.adapter.completion_logprobs(
-            self.backend.train_module, batch.prompts[row : row + 1], batch.completions[row : row + 1],
-            temperature=self.cfg.grpo.temperature or 1.0, micro_batch_size=1,
-        )  # fmt: skip
+            self.backend.train_module,
+            batch.prompts[row : row + 1],
+            batch.completions[row : row + 1],
+            temperature=self.cfg.grpo.temperature or 1.0,
+            micro_batch_size=1,
+        )
         return current.logprobs.sum() * 0.0
 
     def full_weights(self) -> Any:

@@ -74,9 +74,12 @@ def launch_backend(backend: TorchBackend, cfg: Any, dist: Any) -> TrainingBacken
         )
     dtype = str(next(backend.model.parameters()).dtype).removeprefix("torch.")
     ds_config = deepspeed_config(
-        settings.deepspeed, zero_stage=settings.zero_stage, grad_clip=cfg.train.grad_clip,
-        group_size=dist.group_size, dtype=dtype,
-    )  # fmt: skip
+        settings.deepspeed,
+        zero_stage=settings.zero_stage,
+        grad_clip=cfg.train.grad_clip,
+        group_size=dist.group_size,
+        dtype=dtype,
+    )
     # DeepSpeed's own overflow check is what keeps a non-finite gradient out of the weights (see step)
     bf16, zero = ds_config.get("bf16") or {}, ds_config.get("zero_optimization") or {}
     overflow_check_off = bf16.get("enabled") and bf16.get("check_grad_overflow") is False

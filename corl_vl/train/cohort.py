@@ -353,13 +353,19 @@ class Cohort:
         computes the same labels; rewards are for this rank's share ``mine``.
         """
         inputs = RewardInputs(
-            cfg=self.cfg, ids=ids, mine=mine, names=self.names, local=[a.name for a in self.agents],
-            answers=self.last_answers, problems=self.base,
+            cfg=self.cfg,
+            ids=ids,
+            mine=mine,
+            names=self.names,
+            local=[a.name for a in self.agents],
+            answers=self.last_answers,
+            problems=self.base,
             scored={agent.name: agent_step.scored for agent, agent_step in zip(self.agents, steps)},
-            adapters={agent.name: agent.adapter.name for agent in self.agents}, state=self.supervision,
+            adapters={agent.name: agent.adapter.name for agent in self.agents},
+            state=self.supervision,
             completions={a.name: subsets.texts(s, mine) for a, s in zip(self.agents, steps)},
             token_counts={a.name: subsets.token_counts(s, mine) for a, s in zip(self.agents, steps)},
-        )  # fmt: skip
+        )
         rewards, labels = self.reward.function(inputs)
         self.last_labels = labels
         for agent, agent_step in zip(self.agents, steps):

@@ -117,15 +117,23 @@ def plot_reliability(records: dict[str, list[dict]], out_dir: Path) -> list[Path
         return ([x for x, _ in points], [y for _, y in points]) if points else ([], [])
 
     panels = {  # a panel is drawn when some agent has its second line's metric
-        "reliability.png": [("answer/accuracy", "-", "actual"), ("reliability/dawid_skene", "--", "Dawid–Skene"),
-                            ("reliability/agreement", ":", "agreement")],
+        "reliability.png": [
+            ("answer/accuracy", "-", "actual"),
+            ("reliability/dawid_skene", "--", "Dawid–Skene"),
+            ("reliability/agreement", ":", "agreement"),
+        ],
         # where golds exist: how right the pseudo-labels were, next to the reward they gave
-        "label_accuracy_and_reward.png": [("reward/mean", "--", "reward"), ("label/accuracy", "-", "label accuracy"),
-                                          ("answer/accuracy", ":", "answer accuracy")],
-        "label_accuracy_by_weighting.png": [("label/accuracy_uniform", "-", "uniform"),
-                                            ("label/accuracy_agreement", ":", "agreement"),
-                                            ("label/accuracy_dawid_skene", "--", "Dawid–Skene")],
-    }  # fmt: skip
+        "label_accuracy_and_reward.png": [
+            ("reward/mean", "--", "reward"),
+            ("label/accuracy", "-", "label accuracy"),
+            ("answer/accuracy", ":", "answer accuracy"),
+        ],
+        "label_accuracy_by_weighting.png": [
+            ("label/accuracy_uniform", "-", "uniform"),
+            ("label/accuracy_agreement", ":", "agreement"),
+            ("label/accuracy_dawid_skene", "--", "Dawid–Skene"),
+        ],
+    }
     written = []
     for name, lines in panels.items():
         if not any(series(rows, lines[1][0])[0] for rows in records.values()):

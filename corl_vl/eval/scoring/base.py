@@ -62,8 +62,13 @@ class RecordScore:
         if self.missing:
             out.update(response=None, extracted=None, correct=False)
         elif self.ensemble:
-            out.update(responses=self.responses, extracted=self.extracted, vote=self.vote,
-                       vote_share=self.vote_share, correct=bool(self.correct and self.correct[0]))  # fmt: skip
+            out.update(
+                responses=self.responses,
+                extracted=self.extracted,
+                vote=self.vote,
+                vote_share=self.vote_share,
+                correct=bool(self.correct and self.correct[0]),
+            )
         elif len(self.responses) == 1:
             out.update(response=self.responses[0], extracted=self.extracted[0], correct=self.correct[0])
         else:
@@ -220,9 +225,14 @@ class Scorer:
             official_extracted = [self.official_extract(problem, r) for r in responses]
         official = [self.official_judge(problem, e) for e in official_extracted]
         return RecordScore(
-            problem.id, list(responses), extracted, official if self.scoring == "official" else verified,
-            extracted_official=official_extracted, correct_official=official, correct_verified=verified,
-        )  # fmt: skip
+            problem.id,
+            list(responses),
+            extracted,
+            official if self.scoring == "official" else verified,
+            extracted_official=official_extracted,
+            correct_official=official,
+            correct_verified=verified,
+        )
 
     def groups(self, problem: Problem) -> dict[str, Any]:
         """The record's value for each breakdown key (a list value puts it in several groups, e.g. skills)."""
@@ -278,10 +288,12 @@ class Scorer:
         missing = [p.id for p in problems if records[p.id].missing]
         n_resp = [len(records[p.id].responses) for p in problems if not records[p.id].missing]
         disagree = [
-            p.id for p in problems
-            if (r := records[p.id]).correct_official is not None and r.correct_verified is not None
+            p.id
+            for p in problems
+            if (r := records[p.id]).correct_official is not None
+            and r.correct_verified is not None
             and r.correct_official != r.correct_verified
-        ]  # fmt: skip
+        ]
         categories: dict[str, int] = defaultdict(int)
         for rid in disagree:
             categories[disagreement_category(records[rid])] += 1

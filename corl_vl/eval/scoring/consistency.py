@@ -58,18 +58,26 @@ def _mathverse_letter_form(gold: str, value: str | None, choices: Choices) -> bo
 
 #: (benchmark, mode, form) → when the form is rejected by design (docs/grading.md, "Self-consistency").
 EXCEPTIONS: dict[tuple[str, str, str], Callable[[str, str | None, Choices], bool]] = {
-    **{(b, m, "option"): _letter_valued_option for b in ("wemath", "mathverse", "mathvision")
-       for m in ("official", "verified")},
+    **{
+        (b, m, "option"): _letter_valued_option
+        for b in ("wemath", "mathverse", "mathvision")
+        for m in ("official", "verified")
+    },
     # We-Math's official letter is the first character after the last "Answer" (case-sensitive), else none
     **{("wemath", "official", form): _always for form in ("boxed", "sentence", "(letter)", "option")},
     ("mathvision", "official", "option"): _mathvision_cleaned,
     **{("mathverse", "official", form): _mathverse_rewritten for form in ("raw", "boxed", "sentence")},
-    **{("mathverse", "official", form): _mathverse_letter_form
-       for form in ("letter", "(letter)", "letter. option", "prompt")},
+    **{
+        ("mathverse", "official", form): _mathverse_letter_form
+        for form in ("letter", "(letter)", "letter. option", "prompt")
+    },
     ("mathverse", "official", "option"): _always,  # the option's text is extracted, the answer is its letter
     ("mathvision", "official", "letter. option"): _always,
-    **{("mathvista", "official", form): _letter_shaped_gold for form in ("raw", "boxed", "sentence", "option")},
-}  # fmt: skip
+    **{
+        ("mathvista", "official", form): _letter_shaped_gold
+        for form in ("raw", "boxed", "sentence", "option")
+    },
+}
 
 
 def forms(benchmark: str, problem: Problem, choices: Sequence[str] | None) -> dict[str, str]:
@@ -141,9 +149,15 @@ def check(benchmark: str, problems: Sequence[Problem]) -> Consistency:
                 bad_modes.add(mode)
                 extracted = scored.extracted_official if mode == "official" else scored.extracted
                 result.failures.append(
-                    {"id": problem.id, "mode": mode, "form": name, "gold": problem.answer or "",
-                     "response": named[name], "extracted": str((extracted or [None] * len(named))[k])}
-                )  # fmt: skip
+                    {
+                        "id": problem.id,
+                        "mode": mode,
+                        "form": name,
+                        "gold": problem.answer or "",
+                        "response": named[name],
+                        "extracted": str((extracted or [None] * len(named))[k]),
+                    }
+                )
         for mode in bad_modes:
             result.records_failed[mode] = result.records_failed.get(mode, 0) + 1
     return result

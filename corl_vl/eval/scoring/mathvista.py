@@ -184,9 +184,12 @@ class MathVistaScorer(Scorer):
     def normalize(self, problem: Problem, extracted: str | None) -> str | None:
         meta = problem.meta
         return normalize_extracted(
-            extracted, problem.choices, meta.get("question_type", "free_form"), meta.get("answer_type", "text"),
+            extracted,
+            problem.choices,
+            meta.get("question_type", "free_form"),
+            meta.get("answer_type", "text"),
             meta.get("precision"),
-        )  # fmt: skip
+        )
 
     def official_extract(self, problem: Problem, response: str) -> str | None:
         meta = problem.meta

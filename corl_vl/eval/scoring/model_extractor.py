@@ -136,14 +136,27 @@ def _key(problem_id: str, index: int, response: str) -> str:
 class ModelExtractor:
     """A local model that extracts answers with a benchmark's official prompt (loaded once, reused)."""
 
-    def __init__(self, model: str, *, engine: str = "hf", device: str = "cpu", dtype: str = "float32",
-                 batch_size: int = 8, adapter: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: str,
+        *,
+        engine: str = "hf",
+        device: str = "cpu",
+        dtype: str = "float32",
+        batch_size: int = 8,
+        adapter: str | None = None,
+    ) -> None:
         from corl_vl.eval.generate import Generator
 
         self.generator = Generator(
-            model, adapter=adapter, engine=engine, device=device, batch_size=batch_size, dtype=dtype,
+            model,
+            adapter=adapter,
+            engine=engine,
+            device=device,
+            batch_size=batch_size,
+            dtype=dtype,
             answer_format="none",
-        )  # fmt: skip
+        )
 
     def close(self) -> None:
         """Release the generator's engine (vLLM's weight-sync folder)."""

@@ -75,15 +75,37 @@ def make_tiny_smolvlm(seed: int = 0) -> tuple[Any, Any]:
     tok = build_tokenizer(SPEC)
     bos, eos, pad, image = token_ids(tok, [SPEC.bos, SPEC.eos, SPEC.pad, "<image>"])
     text = {
-        "model_type": "llama", "vocab_size": len(tok), "hidden_size": 256, "intermediate_size": 768,
-        "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32,
-        "max_position_embeddings": 4096, "rope_theta": 100_000.0, "bos_token_id": bos, "eos_token_id": eos,
-        "pad_token_id": pad, "tie_word_embeddings": False,
-    }  # fmt: skip
-    vision = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
-              "image_size": CROP, "patch_size": PATCH}  # fmt: skip
-    config = SmolVLMConfig(text_config=text, vision_config=vision, scale_factor=SCALE, image_token_id=image,
-                           pad_token_id=pad, tie_word_embeddings=False)  # fmt: skip
+        "model_type": "llama",
+        "vocab_size": len(tok),
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 32,
+        "max_position_embeddings": 4096,
+        "rope_theta": 100_000.0,
+        "bos_token_id": bos,
+        "eos_token_id": eos,
+        "pad_token_id": pad,
+        "tie_word_embeddings": False,
+    }
+    vision = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "image_size": CROP,
+        "patch_size": PATCH,
+    }
+    config = SmolVLMConfig(
+        text_config=text,
+        vision_config=vision,
+        scale_factor=SCALE,
+        image_token_id=image,
+        pad_token_id=pad,
+        tie_word_embeddings=False,
+    )
     for key in ("bos_token_id", "eos_token_id", "vocab_size"):
         setattr(config, key, text[key])  # vLLM reads some of these at the top level
     config.dtype = torch.float32
@@ -95,9 +117,12 @@ def make_tiny_smolvlm(seed: int = 0) -> tuple[Any, Any]:
         size={"longest_edge": 2 * CROP}, max_image_size={"longest_edge": CROP}, do_image_splitting=True
     )
     processor = SmolVLMProcessor(
-        image_processor=image_processor, tokenizer=tok, video_processor=_video_processor(),
-        image_seq_len=TOKENS_PER_CROP, chat_template=CHAT_TEMPLATE,
-    )  # fmt: skip
+        image_processor=image_processor,
+        tokenizer=tok,
+        video_processor=_video_processor(),
+        image_seq_len=TOKENS_PER_CROP,
+        chat_template=CHAT_TEMPLATE,
+    )
     return model, processor
 
 
