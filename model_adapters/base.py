@@ -34,7 +34,9 @@ from corl_vl.data.problem import ImageLike, Problem
 from corl_vl.errors import CorlError
 
 from .chat_templating import ChatTemplating
+from .full_size import build_random_model, random_init_record
 from .images import ImageOptions, load_image, resize_long_side
+from .memory_facts import MemoryFacts
 from .records import CompletionLogprobs, PromptInputs, TrainingBatch
 from .scoring import LogprobScoring
 from .templates import DEFAULT_TEMPLATE_DATE, parse_template_date, read_prompt_record
@@ -83,7 +85,7 @@ def format_question(problem: Problem, answer_format: str = "boxed") -> str:
     return text + ANSWER_INSTRUCTIONS[answer_format]
 
 
-class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests):
+class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts):
     """Everything family-specific about one model: loading, prompts, images, batches, logprobs, vLLM requests.
 
     Subclasses set the class variables and override the hooks marked "family hook"; the defaults implement a
@@ -207,7 +209,14 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests):
         if self.attn_implementation:
             kwargs["attn_implementation"] = self.attn_implementation
         with self.zero3_init_guard():
-            model = auto.from_pretrained(self.model_path, **kwargs)
+            if random_init_record(self.model_path) is not None:  # a full-size preset: weights from its config
+                kwargs.pop("dtype")
+                kwargs.pop("trust_remote_code")
+                model = build_random_model(
+                    auto, self.model_path, dtype=self.torch_dtype, device=device, **kwargs
+                )
+            else:
+                model = auto.from_pretrained(self.model_path, **kwargs)
         return model.to(device).eval()
 
     @cached_property
