@@ -144,3 +144,25 @@ def training_state(
 def kv_cache(f: ModelFacts, tokens: int, wb: int) -> int:
     """Keys and values of ``tokens`` tokens across the language model's layers."""
     return 2 * f.layers * f.kv_heads * f.head_dim * wb * tokens
+
+
+def agent_items(
+    f: ModelFacts, w: Workload, s: Sharding, *, freeze_vision: bool = False, lora: bool = False
+) -> dict[str, int]:
+    """Every training item of one agent on one of its devices (the plan's and the CPU benchmark's numbers)."""
+    trained = lora_parameters(f) if lora else f.parameters - (f.vision_parameters if freeze_vision else 0)
+    items = training_state(f.parameters, trained, w.weight_bytes, s, largest=f.vocab * f.hidden)
+    items["activations"] = activations(f, w)
+    # a frozen (or LoRA-wrapped) tower still runs forward, but keeps nothing for backward
+    items["vision_activations"] = 0 if (freeze_vision or lora) else vision_activations(f, w)
+    items["logprob_tail"] = logprob_tail(f, w, head_trained=not lora)
+    return items
+
+
+def update_peak(items: dict[str, int]) -> int:
+    """The gradient pass's or the optimizer step's peak, whichever is higher (``items`` of :func:`agent_items`)."""
+    static = (
+        items["weights"] + items["master_weights"] + items["optimizer_state"] + items.get("vllm_asleep", 0)
+    )
+    live = items["gradients"] + items["activations"] + items["vision_activations"] + items["logprob_tail"]
+    return static + max(live, items["optimizer_step"])

@@ -65,10 +65,7 @@ class AgentPlan:
 
     @property
     def update_peak(self) -> int:
-        i = self.items
-        static = i["weights"] + i["master_weights"] + i["optimizer_state"] + i.get("vllm_asleep", 0)
-        backward = static + i["gradients"] + i["activations"] + i["vision_activations"] + i["logprob_tail"]
-        return max(backward, static + i["optimizer_step"])
+        return ar.update_peak(self.items)
 
     @property
     def rollout_peak(self) -> int:
@@ -189,21 +186,11 @@ def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
         images = IMAGES_PER_PROMPT if f.image_tokens else 0
         seq = max_len + images * f.image_tokens
         work = ar.Workload(s.micro_batch, seq, cfg.grpo.max_new_tokens, images, s.checkpointing, wb)
-        trained = f.parameters
-        if s.freeze_vision:
-            trained -= f.vision_parameters
-        if s.lora:
-            trained = ar.lora_parameters(f)
         ranks = per_agent if s.gpus >= n else 1
         # one process (one GPU) runs the Torch backend; DeepSpeed needs a launch (more GPUs, or offload)
         stage = s.zero_stage if s.gpus > 1 or s.offload_optimizer else 0
         sharding = ar.Sharding(ranks, stage, s.offload_optimizer, s.device)
-        items = ar.training_state(f.parameters, trained, wb, sharding, largest=f.vocab * f.hidden)
-        items["activations"] = ar.activations(f, work)
-        vision_trained = not (s.freeze_vision or s.lora)
-        # a frozen tower still runs forward, but keeps nothing for backward
-        items["vision_activations"] = ar.vision_activations(f, work) if vision_trained else 0
-        items["logprob_tail"] = ar.logprob_tail(f, work, head_trained=not s.lora)
+        items = ar.agent_items(f, work, sharding, freeze_vision=s.freeze_vision, lora=s.lora)
         plan = AgentPlan(agent.name, agent.model, (index * per_agent) % s.gpus if s.gpus >= n else index % s.gpus,
                          ranks, items)  # fmt: skip
         concurrent = cfg.data.problems_per_step * cfg.grpo.k
