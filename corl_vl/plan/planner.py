@@ -222,8 +222,6 @@ LEVERS: list[tuple[str, Callable[[Settings, Any], Settings | None]]] = [
     ("grpo.micro_batch_size=1", lambda s, c: dataclasses.replace(s, micro_batch=1) if s.micro_batch > 1 else None),
     ("train.gradient_checkpointing=true",
      lambda s, c: None if s.checkpointing else dataclasses.replace(s, checkpointing=True)),
-    ("rollout.gpu_memory_utilization=0.25",
-     lambda s, c: dataclasses.replace(s, gpu_memory_utilization=0.25) if s.gpu_memory_utilization > 0.25 else None),
     ("ZeRO-3 over each agent's GPUs (distributed.deepspeed: configs/deepspeed/zero3.json)",
      lambda s, c: dataclasses.replace(s, zero_stage=3) if s.zero_stage < 3 and s.gpus >= 2 * len(c.agents) else None),
     ("optimizer offload to CPU (DeepSpeed zero_optimization.offload_optimizer.device: cpu)",
@@ -237,9 +235,17 @@ LEVERS: list[tuple[str, Callable[[Settings, Any], Settings | None]]] = [
 def _fixes(cfg: Any, settings: Settings, facts: list[Any]) -> list[dict[str, Any]]:
     """Each lever alone and stacked on the earlier ones that helped (cheapest first), then the fewest GPUs."""
     out: list[dict[str, Any]] = []
-    current, best = settings, max(_plan(cfg, settings, facts).device_peak.values())
+    base = _plan(cfg, settings, facts)
+    current, best = settings, max(base.device_peak.values())
     stacked_changes: list[str] = []
-    for change, lever in LEVERS:
+    levers = list(LEVERS)
+    needed = max(a.vllm_needed for a in base.agents)
+    if needed:  # vLLM's share sized to what its weights and KV cache need (up or down), in steps of 0.05
+        share = min(0.95, math.ceil(needed / settings.gpu_memory * 20) / 20)
+        if share != settings.gpu_memory_utilization:
+            change = f"rollout.gpu_memory_utilization={share:.2f}"
+            levers.insert(1, (change, lambda s, c: dataclasses.replace(s, gpu_memory_utilization=share)))
+    for change, lever in levers:
         alone = lever(settings, cfg)
         if alone is None:
             continue
