@@ -90,6 +90,11 @@ def test_placement_and_verdict():
     two = plan_for_config(cfg, 2, 10**9, facts_for=_facts)
     assert [a.device for a in two.agents] == [0, 1]
     assert two.device_peak == {0: peak, 1: peak}
+    with_ckpt = ar.activations(_facts(None), dataclasses.replace(work, checkpointing=True))
+    assert two.agents[0].activation_settings == {
+        "checkpointing_on": with_ckpt,
+        "checkpointing_off": one["activations"],
+    }
     shared = plan_for_config(cfg, 1, 10**9, facts_for=_facts)  # take turns: both resident, one works
     assert shared.device_peak == {0: resident + peak}
     assert shared.fits

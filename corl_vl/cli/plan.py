@@ -78,6 +78,8 @@ def render(plan) -> str:
         )
         for item, gib in agent["items_gib"].items():
             lines.append(f"      {item:<20} {gib:8.2f} GiB")
+        on, off = agent["activations_gib"]["checkpointing_on"], agent["activations_gib"]["checkpointing_off"]
+        lines.append(f"      {'(activations)':<20} {on:8.2f} GiB with checkpointing, {off:.2f} GiB without")
         if agent["vllm_needed_gib"]:
             lines.append(
                 f"      {'(vLLM needs)':<20} {agent['vllm_needed_gib']:8.2f} GiB of its reserved share"

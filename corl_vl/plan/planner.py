@@ -51,6 +51,9 @@ class AgentPlan:
     device: int  # first device of its block
     ranks: int
     items: dict[str, int]  # bytes on each of its devices
+    activation_settings: dict[str, int] = field(
+        default_factory=dict
+    )  # activations with / without checkpointing
     vllm_needed: int = 0  # vLLM weights + KV cache at max_model_len + overhead (must fit its reserved share)
 
     @property
@@ -123,7 +126,8 @@ class Plan:
             "agents": [
                 {"name": a.name, "model": a.model, "device": a.device, "ranks": a.ranks,
                  "peak_gib": round(a.peak / ar.GIB, 2), "vllm_needed_gib": round(a.vllm_needed / ar.GIB, 2),
-                 "items_gib": {k: round(v / ar.GIB, 3) for k, v in a.items.items()}}
+                 "items_gib": {k: round(v / ar.GIB, 3) for k, v in a.items.items()},
+                 "activations_gib": {k: round(v / ar.GIB, 3) for k, v in a.activation_settings.items()}}
                 for a in self.agents
             ],
             "fixes": self.fixes, "first_fix": self.first_fix, "notes": self.notes,
@@ -191,8 +195,13 @@ def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
         stage = s.zero_stage if s.gpus > 1 or s.offload_optimizer else 0
         sharding = ar.Sharding(ranks, stage, s.offload_optimizer, s.device)
         items = ar.agent_items(f, work, sharding, freeze_vision=s.freeze_vision, lora=s.lora)
+        other = dataclasses.replace(work, checkpointing=not work.checkpointing)
+        info = {  # both settings shown; the peak counts the configured one (``activations``)
+            "checkpointing_on": ar.activations(f, work if work.checkpointing else other),
+            "checkpointing_off": ar.activations(f, other if work.checkpointing else work),
+        }
         plan = AgentPlan(agent.name, agent.model, (index * per_agent) % s.gpus if s.gpus >= n else index % s.gpus,
-                         ranks, items)  # fmt: skip
+                         ranks, items, activation_settings=info)  # fmt: skip
         concurrent = cfg.data.problems_per_step * cfg.grpo.k
         if vllm:
             plan.vllm_needed = f.parameters * wb + ar.kv_cache(f, seq, wb) * concurrent + ar.VLLM_OVERHEAD
