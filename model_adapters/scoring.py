@@ -158,7 +158,8 @@ class LogprobScoring:
         offsets = ((batch.prompt_lengths.to(device) - 1 - lo)[:, None] + steps).clamp(max=hi - lo - 1)
         hidden = torch.gather(hidden, 1, offsets[:, :, None].expand(-1, -1, hidden.shape[-1]))
         targets = batch.completion_ids.to(device)
-        text_config = model.config.get_text_config()
+        # the HF config (a DeepSpeed engine's own ``config`` is its JSON; the model is its ``module``)
+        text_config = getattr(model, "module", model).config.get_text_config()
         picked, entropy, certainty = token_logprobs(
             head, hidden[mask], targets[mask], vocab_size=_vocab_size(head, text_config),
             temperature=temperature, softcap=getattr(text_config, "final_logit_softcapping", None),
