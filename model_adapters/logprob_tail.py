@@ -52,7 +52,7 @@ def token_logprobs(
         raise ValueError("temperature must be > 0")
 
     def chunk(h: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        logits = _apply_head(head, h)
+        logits = head(h)
         if softcap is not None:  # the family's own logit soft-capping, as its forward applies it
             logits = torch.tanh(logits / softcap) * softcap
         logits = logits.float()
@@ -83,23 +83,3 @@ def token_logprobs(
     if not with_entropy:
         return picked, None, None
     return picked, torch.cat([p[1] for p in parts]), torch.cat([p[2] for p in parts])
-
-
-def _apply_head(head: Callable[[torch.Tensor], torch.Tensor], h: torch.Tensor) -> torch.Tensor:
-    """``head(h)``; for a whole, bias-free ``nn.Linear`` as ``(W @ hᵀ)ᵀ``, the same products.
-
-    Why: every chunk hands autograd a full-size gradient of the one head weight, and autograd sums them in place
-    only when they are contiguous; ``linear``'s weight gradient is a transposed view, so each sum would allocate
-    a third vocabulary × hidden tensor. A partitioned weight (ZeRO-3) goes through the module, which gathers it.
-    """
-    import torch
-
-    weight = getattr(head, "weight", None)
-    if (
-        type(head) is torch.nn.Linear
-        and head.bias is None
-        and weight is not None
-        and tuple(weight.shape) == (head.out_features, head.in_features)
-    ):
-        return torch.mm(weight, h.t()).t()
-    return head(h)
