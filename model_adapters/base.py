@@ -34,7 +34,9 @@ from corl_vl.data.problem import ImageLike, Problem
 from corl_vl.errors import CorlError
 
 from .chat_templating import ChatTemplating
+from .full_size import build_random_model, random_init_record
 from .images import ImageOptions, load_image, resize_long_side
+from .memory_facts import MemoryFacts
 from .records import CompletionLogprobs, PromptInputs, TrainingBatch
 from .scoring import LogprobScoring
 from .templates import DEFAULT_TEMPLATE_DATE, parse_template_date, read_prompt_record
@@ -83,7 +85,7 @@ def format_question(problem: Problem, answer_format: str = "boxed") -> str:
     return text + ANSWER_INSTRUCTIONS[answer_format]
 
 
-class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests):
+class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts):
     """Everything family-specific about one model: loading, prompts, images, batches, logprobs, vLLM requests.
 
     Subclasses set the class variables and override the hooks marked "family hook"; the defaults implement a
@@ -207,7 +209,14 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests):
         if self.attn_implementation:
             kwargs["attn_implementation"] = self.attn_implementation
         with self.zero3_init_guard():
-            model = auto.from_pretrained(self.model_path, **kwargs)
+            if random_init_record(self.model_path) is not None:  # a full-size preset: weights from its config
+                kwargs.pop("dtype")
+                kwargs.pop("trust_remote_code")
+                model = build_random_model(
+                    auto, self.model_path, dtype=self.torch_dtype, device=device, **kwargs
+                )
+            else:
+                model = auto.from_pretrained(self.model_path, **kwargs)
         return model.to(device).eval()
 
     @cached_property
@@ -332,19 +341,29 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests):
         if images:
             self._check_placeholders(problem, text, len(images))
             out = self.processor(
-                text=[text], images=self.processor_images([images]), add_special_tokens=add_special,
-                return_tensors="pt", **self.processor_kwargs(),
-            )  # fmt: skip
+                text=[text],
+                images=self.processor_images([images]),
+                add_special_tokens=add_special,
+                return_tensors="pt",
+                **self.processor_kwargs(),
+            )
             ids = out["input_ids"][0].tolist()
-            mm = {k: v for k, v in out.items() if k not in ("input_ids", "attention_mask", "token_type_ids",
-                                                            "mm_token_type_ids")}  # fmt: skip
+            mm = {
+                k: v
+                for k, v in out.items()
+                if k not in ("input_ids", "attention_mask", "token_type_ids", "mm_token_type_ids")
+            }
             self._check_image_tokens(problem, ids, len(images))
         else:
             ids, mm = request_ids, {}
         return PromptInputs(
-            problem_id=problem.id, prompt_ids=list(ids), mm_inputs=mm, prompt_text=text,
-            request_ids=request_ids, images=list(images),
-        )  # fmt: skip
+            problem_id=problem.id,
+            prompt_ids=list(ids),
+            mm_inputs=mm,
+            prompt_text=text,
+            request_ids=request_ids,
+            images=list(images),
+        )
 
     def _placeholder_error(self, problem: Problem, found: str, n_images: int) -> CorlError:
         placeholder = self.template_image_placeholder or self.image_token

@@ -70,6 +70,15 @@ class Gemma3Adapter(ModelAdapter):
         super().configure(**family_kwargs)
         self.do_pan_and_scan = bool(do_pan_and_scan)
 
+    vision_module_prefixes = ("model.vision_tower.", "model.multi_modal_projector.")
+
+    def image_token_counts(self, width: int, height: int, config: Any) -> tuple[int, int]:
+        size = self.processor.image_processor.size
+        side = int(size["height"])
+        patch = int(config.vision_config.patch_size)
+        # one crop (pan-and-scan off); the soft tokens plus "\n\n<start_of_image>" … "<end_of_image>\n\n"
+        return int(self.processor.image_seq_length) + 4, (side // patch) ** 2
+
     def processor_kwargs(self) -> dict[str, Any]:
         return {"do_pan_and_scan": self.do_pan_and_scan}
 

@@ -55,6 +55,17 @@ class InternVL35Adapter(ModelAdapter):
             return template.replace(LEGACY_IMAGE_PLACEHOLDER, context)
         return template
 
+    vision_module_prefixes = ("model.vision_tower.", "model.multi_modal_projector.")
+
+    def image_token_counts(self, width: int, height: int, config: Any) -> tuple[int, int]:
+        # one tile unless tiling is on; then at most max_patches tiles plus a thumbnail (the worst case)
+        tiles = 1 if not self.crop_to_patches else (self.max_patches or 12) + 1
+        size = self.processor.image_processor.size
+        patch = int(config.vision_config.patch_size[0])
+        per_tile = int(self.processor.image_seq_length)
+        tower = (int(size["height"]) // patch) * (int(size["width"]) // patch)
+        return tiles * (per_tile + 2), tiles * tower  # + <img> and </img> around each tile's tokens
+
     def processor_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"crop_to_patches": self.crop_to_patches}
         if self.min_patches is not None:

@@ -2,7 +2,9 @@
 
 Real presets point at a hub id (loaded on the user's machine; nothing here downloads). Tiny presets point at a
 tiny randomly initialised checkpoint of the same architecture, built locally by :mod:`model_adapters.tiny` on
-first use and cached — the test suite and the CPU demo run on those.
+first use and cached — the test suite and the CPU demo run on those. ``NAME@random`` and ``NAME@width-only``
+are the published architecture of a real preset with random weights (:mod:`model_adapters.full_size`): full size,
+or every width with one or two layers.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corl_vl.errors import CorlError
+
+from .full_size_configs import FULL_SIZE, WIDTH_ONLY_LAYERS
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,7 @@ class Preset:
     adapter: str
     hub_id: str | None = None  # real weights (hub id); None for tiny presets
     tiny: bool = False  # built locally by model_adapters.tiny, cached
+    random: str = ""  # "random" (published size) or "width-only": model_adapters.full_size, no weights stored
     description: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)  # adapter keyword defaults
 
@@ -85,7 +90,18 @@ _TINY = [
     Preset("tiny-qwen3", "causal_lm", tiny=True, description="random tiny Qwen3 text model (tests)"),
 ]
 
-PRESETS: dict[str, Preset] = {p.name: p for p in _REAL + _TINY}
+_VARIANT_HELP = {
+    "random": "published size, random weights (no download)",
+    "width-only": f"real widths, {WIDTH_ONLY_LAYERS} layers, random weights (CPU memory measurements)",
+}
+_RANDOM = [
+    Preset(f"{p.name}@{variant}", p.adapter, random=variant, description=f"{p.description}: {text}")
+    for p in _REAL
+    if p.name in FULL_SIZE
+    for variant, text in _VARIANT_HELP.items()
+]
+
+PRESETS: dict[str, Preset] = {p.name: p for p in _REAL + _TINY + _RANDOM}
 # the demo's pair, (agent name, preset): two tiny VLMs of different families (corl_vl.experiment.demo_config,
 # configs/demo.yaml)
 DEMO_PAIR = (("qwen", "tiny-qwen2.5-vl"), ("internvl", "tiny-internvl3.5"))

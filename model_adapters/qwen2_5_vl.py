@@ -53,6 +53,20 @@ class Qwen25VLAdapter(ModelAdapter):
 
         return image.resize((width, height), PILImage.Resampling.BICUBIC)
 
+    vision_module_prefixes = ("model.visual.",)
+
+    def image_token_counts(self, width: int, height: int, config: Any) -> tuple[int, int]:
+        from qwen_vl_utils import smart_resize
+
+        scale = min(1.0, self.image_options.max_long_side / max(width, height))
+        factor, lo, hi = self._pixel_bounds()
+        h, w = smart_resize(
+            round(height * scale), round(width * scale), factor=factor, min_pixels=lo, max_pixels=hi
+        )
+        patch = self.processor.image_processor.patch_size
+        patches = (h // patch) * (w // patch)
+        return patches // self.processor.image_processor.merge_size**2, patches
+
     def processor_kwargs(self) -> dict[str, Any]:
         # The image is already on the grid; passing the bounds keeps both processors from re-resizing it when
         # the user's bounds differ from the checkpoint's.

@@ -202,6 +202,10 @@ def resolve_model(model: str | Path, *, adapter: str | None = None) -> tuple[str
             from .tiny import ensure_tiny
 
             path = str(ensure_tiny(preset.name))
+        elif preset.random:
+            from .full_size import ensure_full_size
+
+            path = str(ensure_full_size(preset.name))
         else:
             path = str(preset.hub_id)
         return adapter or preset.adapter, path, dict(preset.defaults)

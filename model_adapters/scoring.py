@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .logprob_tail import token_logprobs
 from .records import CompletionLogprobs, PromptInputs, TrainingBatch
 
 if TYPE_CHECKING:
@@ -104,7 +105,8 @@ class LogprobScoring:
         """Logprobs of each completion token under ``softmax(logits / temperature)``, in micro-batches.
 
         Differentiable (the trainer backprops through it); wrap in ``torch.no_grad()`` for old/ref logprobs.
-        Only the logit rows that predict completion tokens go through the LM head (memory: vocab × Tc).
+        Only the completion tokens' hidden states go through the LM head, a chunk at a time (memory bounded by
+        the chunk, not by the completion length: :mod:`model_adapters.logprob_tail`).
         """
         import torch
 
@@ -144,24 +146,38 @@ class LogprobScoring:
         if completion_width == 0:
             empty = torch.zeros((mask.shape[0], 0), device=device)
             return empty, (empty if with_entropy else None), (empty if with_entropy else None)
-        # Row i's completion token t is predicted at position prompt_len_i - 1 + t: only positions lo..hi-1 go
-        # through the LM head (memory: vocab × ~Tc, not vocab × sequence). Masked slots are clamped into range.
+        # Row i's completion token t is predicted at position prompt_len_i - 1 + t: only positions lo..hi-1 are
+        # kept, and the LM head runs on the completion tokens' hidden states in chunks (model_adapters.logprob_tail),
+        # so the tail's memory does not grow with the completion length. Masked slots are clamped into range.
         lo = int(batch.prompt_lengths.min()) - 1
         hi = inputs["input_ids"].shape[1] - 1  # the last token of the longest row predicts nothing
         keep = torch.arange(lo, hi, device=device)
-        logits = model(**inputs, logits_to_keep=keep, use_cache=False).logits  # [B, hi-lo, V]
+        head = model.get_output_embeddings()
+        hidden = _final_hidden_states(model, head, inputs, keep)  # [B, hi-lo, H]
         steps = torch.arange(completion_width, device=device)[None, :]
         offsets = ((batch.prompt_lengths.to(device) - 1 - lo)[:, None] + steps).clamp(max=hi - lo - 1)
-        logits = torch.gather(logits, 1, offsets[:, :, None].expand(-1, -1, logits.shape[-1]))
-        logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
+        hidden = torch.gather(hidden, 1, offsets[:, :, None].expand(-1, -1, hidden.shape[-1]))
         targets = batch.completion_ids.to(device)
-        logprobs = torch.gather(logp_all, -1, targets[:, :, None]).squeeze(-1).masked_fill(~mask, 0.0)
-        entropy = certainty = None
-        if with_entropy:
-            entropy = -(logp_all.exp() * logp_all).sum(-1).masked_fill(~mask, 0.0)
-            # logsumexp(x) - mean_v x == -mean_v log_softmax(x) for x = logits / temperature
-            certainty = (-logp_all.mean(-1)).masked_fill(~mask, 0.0)
-        return logprobs, entropy, certainty
+        # the HF config (a DeepSpeed engine's own ``config`` is its JSON; the model is its ``module``)
+        text_config = getattr(model, "module", model).config.get_text_config()
+        picked, entropy, certainty = token_logprobs(
+            head,
+            hidden[mask],
+            targets[mask],
+            vocab_size=_vocab_size(head, text_config),
+            temperature=temperature,
+            softcap=getattr(text_config, "final_logit_softcapping", None),
+            with_entropy=with_entropy,
+        )
+
+        def spread(values: torch.Tensor) -> torch.Tensor:  # [N] real tokens → [B, Tc], 0 on padding
+            return torch.zeros(mask.shape, device=device, dtype=values.dtype).masked_scatter(mask, values)
+
+        return (
+            spread(picked),
+            None if entropy is None else spread(entropy),
+            None if certainty is None else spread(certainty),
+        )
 
     def contain_rollout_logprobs(
         self, rollout_logprobs: torch.Tensor, trainer_logprobs: torch.Tensor, mask: torch.Tensor
@@ -181,3 +197,30 @@ class LogprobScoring:
             )
         fixed = torch.where(bad, trainer_logprobs.detach().to(rollout_logprobs.dtype), rollout_logprobs)
         return fixed.masked_fill(~mask.bool(), 0.0), bad
+
+
+def _final_hidden_states(model: Any, head: Any, inputs: dict[str, Any], keep: torch.Tensor) -> torch.Tensor:
+    """The final hidden states at positions ``keep``, exactly as the model hands them to its LM head.
+
+    The model's own forward runs (a DeepSpeed engine must see it), but a pre-hook on the head takes its input
+    and passes on zero positions, so the full ``[B, positions, vocab]`` logits are never built.
+    """
+    captured: list[Any] = []
+
+    def take(_module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        captured.append(args[0])
+        return (args[0][:, :0], *args[1:])
+
+    handle = head.register_forward_pre_hook(take)
+    try:
+        model(**inputs, logits_to_keep=keep, use_cache=False)
+    finally:
+        handle.remove()
+    if len(captured) != 1:
+        raise RuntimeError(f"the LM head ran {len(captured)} times in one forward; expected once")
+    return captured[0]
+
+
+def _vocab_size(head: Any, text_config: Any) -> int:
+    """Rows of the LM head (its ``out_features``; under ZeRO-3 the weight itself is a shard)."""
+    return int(getattr(head, "out_features", None) or text_config.vocab_size)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .full_size import random_init_record
 from .records import PromptInputs
 
 
@@ -38,8 +39,13 @@ class VLLMRequests:
 
     def vllm_engine_kwargs(self, *, max_images_per_prompt: int = 1) -> dict[str, Any]:
         """Extra ``vllm.LLM(...)`` arguments for this family (dtype, image limits, processor defaults)."""
-        kwargs: dict[str, Any] = {"model": self.model_path, "dtype": self.dtype,
-                                  "trust_remote_code": self.trust_remote_code}  # fmt: skip
+        kwargs: dict[str, Any] = {
+            "model": self.model_path,
+            "dtype": self.dtype,
+            "trust_remote_code": self.trust_remote_code,
+        }
+        if random_init_record(self.model_path) is not None:  # no weights on disk: the first sync brings them
+            kwargs["load_format"] = "dummy"
         if self.supports_images:
             kwargs["limit_mm_per_prompt"] = {"image": max_images_per_prompt}
             if self.processor_kwargs():

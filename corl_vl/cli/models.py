@@ -36,7 +36,8 @@ def _rows() -> list[dict[str, str]]:
         {
             "name": p.name,
             "adapter": p.adapter,
-            "weights": p.hub_id if p.hub_id else "tiny (built locally)",
+            "weights": p.hub_id
+            or ("random, published config (no download)" if p.random else "tiny (built locally)"),
             "description": p.description,
         }
         for p in PRESETS.values()

@@ -1,0 +1,38 @@
+"""Peak resident memory of this process above a baseline, for CPU memory benchmarks.
+
+Why not ``tracemalloc`` or ``torch.cuda``-style counters: torch's CPU allocations bypass Python's allocator, and
+large ones are ``mmap``-ed and returned to the OS when freed, so the kernel's resident-set high-water mark
+(``VmHWM``) is the one honest peak. Writing ``5`` to ``/proc/self/clear_refs`` resets that mark to the current
+resident size, so ``peak - baseline`` is what the measured code added at its worst moment. Run every point in a
+fresh process: a previous point's freed-but-cached pages would otherwise hide in the baseline.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+_STATUS = Path("/proc/self/status")
+
+
+def _status_kib(field: str) -> int:
+    match = re.search(rf"^{field}:\s+(\d+) kB", _STATUS.read_text(), re.MULTILINE)
+    if match is None:
+        raise RuntimeError(f"/proc/self/status has no {field} (Linux only)")
+    return int(match.group(1))
+
+
+def rss_bytes() -> int:
+    """Current resident set size."""
+    return _status_kib("VmRSS") * 1024
+
+
+def reset_peak() -> int:
+    """Reset the high-water mark to the current resident size; returns that size (the baseline)."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return rss_bytes()
+
+
+def peak_bytes() -> int:
+    """Resident high-water mark since the last :func:`reset_peak`."""
+    return _status_kib("VmHWM") * 1024

@@ -1,0 +1,172 @@
+"""Bytes per item of one agent's training and rollout, as pure functions of model sizes and settings.
+
+Why pure: a memory plan is arithmetic, and arithmetic is testable against hand-computed numbers. Every function
+takes :class:`~model_adapters.memory_facts.ModelFacts` (or plain numbers) and returns bytes on one device.
+
+Where the per-token activation constants come from (bf16; ``wb`` = bytes per weight element scales them): what
+autograd keeps of one decoder layer of the HF Llama/Qwen/Gemma layout — two RMSNorms (fp32 input and bf16 output:
+8·h bytes each), the q/k/v projections (2·(hq + 2·hkv)), rotary embedding (rotated copy and output of q and k:
+4·(hq + hkv)), keys and values repeated to the query heads for SDPA (4·hq), attention output before and after
+the head merge (4·hq), and a gated MLP (gate, up, activation, product: 8·i). With gradient checkpointing each
+layer keeps its input (``wb``·h per token) and one layer's activations are rebuilt at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from model_adapters.memory_facts import ModelFacts
+
+GIB = 2**30
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+LOGPROB_CHUNK_BYTES = 12 * 2**24  # model_adapters.logprob_tail: ≈ 12 bytes per logit of one chunk at its peak
+VLLM_OVERHEAD = 2 * GIB  # CUDA context, graphs and sampler buffers of one engine, beside weights and KV cache
+LORA_TARGETS_RANK = 16  # the plan's LoRA lever: rank 16 on every attention and MLP projection
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One micro-batch of the gradient pass."""
+
+    micro_batch: int  # sequences per forward/backward
+    seq_len: int  # prompt (text + image tokens) + completion tokens
+    completion: int  # completion tokens per sequence (the logprob tail's rows)
+    images: int  # images per sequence
+    checkpointing: bool
+    weight_bytes: int  # 2 for bf16/fp16, 4 for fp32
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """How the agent's training state is split over its data-parallel ranks."""
+
+    ranks: int = 1
+    zero_stage: int = 0  # 0: the Torch backend (one process); 2 or 3: DeepSpeed ZeRO
+    offload_optimizer: bool = False  # masters + optimizer state + the step in CPU memory
+    device: str = "cuda"  # "cuda": foreach AdamW temporaries; "cpu": per-tensor AdamW
+
+
+def layer_bytes_per_token(
+    hidden: int, q_width: int, kv_width: int, intermediate: int, weight_bytes: int
+) -> int:
+    """Activation bytes one decoder layer keeps per token for the backward pass (module docstring)."""
+    bf16 = 16 * hidden + 14 * q_width + 8 * kv_width + 8 * intermediate
+    return bf16 * weight_bytes // 2
+
+
+def text_layer_bytes(f: ModelFacts, weight_bytes: int) -> int:
+    return layer_bytes_per_token(
+        f.hidden, f.heads * f.head_dim, f.kv_heads * f.head_dim, f.intermediate, weight_bytes
+    )
+
+
+def vision_layer_bytes(f: ModelFacts, weight_bytes: int) -> int:
+    """A ViT block: full multi-head attention (keys and values as wide as queries), gated or plain MLP alike."""
+    return layer_bytes_per_token(
+        f.vision_hidden, f.vision_hidden, f.vision_hidden, f.vision_intermediate, weight_bytes
+    )
+
+
+def stack_activations(layers: int, tokens: int, per_token_layer: int, width: int, wb: int, ckpt: bool) -> int:
+    """A stack of ``layers`` layers over ``tokens`` tokens: all layers' activations, or (checkpointing) every
+    layer's input plus one layer rebuilt."""
+    if layers == 0 or tokens == 0:
+        return 0
+    if ckpt:
+        return layers * tokens * width * wb + tokens * per_token_layer
+    return layers * tokens * per_token_layer
+
+
+def activations(f: ModelFacts, w: Workload) -> int:
+    """The language model's activations for one micro-batch (embedding output and final norm included)."""
+    tokens = w.micro_batch * w.seq_len
+    edges = tokens * f.hidden * w.weight_bytes * 5  # embedding output, final norm (fp32 in, out)
+    return edges + stack_activations(
+        f.layers, tokens, text_layer_bytes(f, w.weight_bytes), f.hidden, w.weight_bytes, w.checkpointing
+    )
+
+
+def vision_activations(f: ModelFacts, w: Workload) -> int:
+    """The vision tower's activations for one micro-batch's images."""
+    tokens = w.micro_batch * w.images * f.vision_tokens
+    return stack_activations(
+        f.vision_layers,
+        tokens,
+        vision_layer_bytes(f, w.weight_bytes),
+        f.vision_hidden,
+        w.weight_bytes,
+        w.checkpointing,
+    )
+
+
+def logprob_tail(f: ModelFacts, w: Workload, *, head_trained: bool) -> int:
+    """The chunked tail: one chunk's working set, plus one transient LM-head gradient when the head trains."""
+    head_grad = f.vocab * f.hidden * w.weight_bytes if head_trained else 0
+    return min(LOGPROB_CHUNK_BYTES, 12 * f.vocab * w.micro_batch * w.completion) + head_grad
+
+
+def lora_parameters(f: ModelFacts, rank: int = LORA_TARGETS_RANK) -> int:
+    """Trainable parameters of LoRA on q, k, v, o and the three MLP projections of every text layer."""
+    q, kv, h, i = f.heads * f.head_dim, f.kv_heads * f.head_dim, f.hidden, f.intermediate
+    per_layer = (h + q) + 2 * (h + kv) + (q + h) + 2 * (h + i) + (i + h)
+    return f.layers * rank * per_layer
+
+
+def training_state(
+    parameters: int, trained: int, wb: int, s: Sharding, *, largest: int = 0
+) -> dict[str, int]:
+    """Weights, fp32 masters, gradients and AdamW state on one rank, and the optimizer step's extra memory
+    (``largest``: elements of the biggest trained tensor, whose per-tensor AdamW temporaries count on CPU)."""
+    zero_params = s.ranks if s.zero_stage >= 3 else 1
+    zero_grads = s.ranks if s.zero_stage >= 2 else 1
+    zero_optim = s.ranks if s.zero_stage >= 1 else 1
+    on_device = not s.offload_optimizer
+    masters = trained * 4 // zero_optim if wb != 4 and on_device else 0
+    optimizer = trained * 8 // zero_optim if on_device else 0
+    gradients = trained * wb // zero_grads
+    # what the step adds to weights + masters + optimizer state:
+    if not on_device:  # the gradients wait on the device until copied out
+        step = gradients
+    elif (
+        s.zero_stage == 0
+    ):  # each gradient becomes an fp32 copy (the low-precision one is freed), then AdamW's
+        # sqrt(v) temporaries: all at once for foreach AdamW on GPU, per tensor on CPU
+        step = trained * 4 + (trained * 4 if s.device == "cuda" else 8 * largest)
+    else:  # DeepSpeed: gradients plus the rank's fp32 gradient partition
+        step = gradients + trained * 4 // zero_optim
+    return {
+        "weights": parameters * wb // zero_params,
+        "master_weights": masters,
+        "gradients": gradients,
+        "optimizer_state": optimizer,
+        "optimizer_step": step,
+    }
+
+
+def kv_cache(f: ModelFacts, tokens: int, wb: int) -> int:
+    """Keys and values of ``tokens`` tokens across the language model's layers."""
+    return 2 * f.layers * f.kv_heads * f.head_dim * wb * tokens
+
+
+def agent_items(
+    f: ModelFacts, w: Workload, s: Sharding, *, freeze_vision: bool = False, lora: bool = False
+) -> dict[str, int]:
+    """Every training item of one agent on one of its devices (the plan's and the CPU benchmark's numbers)."""
+    trained = lora_parameters(f) if lora else f.parameters - (f.vision_parameters if freeze_vision else 0)
+    items = training_state(f.parameters, trained, w.weight_bytes, s, largest=f.vocab * f.hidden)
+    items["activations"] = activations(f, w)
+    # a frozen (or LoRA-wrapped) tower still runs forward, but keeps nothing for backward
+    items["vision_activations"] = 0 if (freeze_vision or lora) else vision_activations(f, w)
+    items["logprob_tail"] = logprob_tail(f, w, head_trained=not lora)
+    return items
+
+
+def update_peak(items: dict[str, int]) -> int:
+    """The gradient pass's or the optimizer step's peak, whichever is higher (``items`` of :func:`agent_items`)."""
+    static = (
+        items["weights"] + items["master_weights"] + items["optimizer_state"] + items.get("vllm_asleep", 0)
+    )
+    live = items["gradients"] + items["activations"] + items["vision_activations"] + items["logprob_tail"]
+    return static + max(live, items["optimizer_step"])

@@ -1,0 +1,343 @@
+"""The memory plan of a cohort config on G GPUs: per agent and device, the verdict, and the cheapest fixes.
+
+Why before any model loads: a real-scale run that does not fit fails minutes in (or, with vLLM, refuses to start),
+and the reason is arithmetic. :func:`plan_for_config` reads only the config and each model's sizes
+(:func:`model_adapters.memory_facts.memory_facts`: published configs, no download) and applies
+:mod:`corl_vl.plan.arithmetic`.
+
+Placement: with G ≥ N GPUs agent i gets its own block of G // N devices (its data-parallel ranks); with G < N the
+agents are spread round-robin and agents on one device take turns (their training state stays resident; only
+one micro-batch's activations are live at a time). Levers are tried in order of cost, each on top of the previous.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from corl_vl.errors import CorlError
+
+from . import arithmetic as ar
+
+PROMPT_TEXT_TOKENS = 256  # question, options and chat template of one prompt (the images come on top)
+IMAGES_PER_PROMPT = 1
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the plan varies: the config's values and the levers applied on top of them."""
+
+    gpus: int
+    gpu_memory: int  # bytes per GPU
+    micro_batch: int
+    checkpointing: bool
+    zero_stage: int
+    offload_optimizer: bool = False
+    freeze_vision: bool = False
+    lora: bool = False
+    gpu_memory_utilization: float = 0.45
+    device: str = "cuda"
+
+
+@dataclass
+class AgentPlan:
+    name: str
+    model: str
+    device: int  # first device of its block
+    ranks: int
+    items: dict[str, int]  # bytes on each of its devices
+    activation_settings: dict[str, int] = field(
+        default_factory=dict
+    )  # activations with / without checkpointing
+    vllm_needed: int = 0  # vLLM weights + KV cache at max_model_len + overhead (must fit its reserved share)
+
+    @property
+    def resident(self) -> int:
+        """What stays on the device between this agent's turns (weights and optimizer, reserved vLLM share)."""
+        keep = ("weights", "master_weights", "optimizer_state", "vllm_reserved")
+        return sum(v for k, v in self.items.items() if k in keep)
+
+    @property
+    def peak(self) -> int:
+        return max(self.update_peak, self.rollout_peak)
+
+    @property
+    def update_peak(self) -> int:
+        return ar.update_peak(self.items)
+
+    @property
+    def rollout_peak(self) -> int:
+        i = self.items
+        return (
+            i["weights"]
+            + i["master_weights"]
+            + i["optimizer_state"]
+            + i.get("vllm_reserved", 0)
+            + i.get("hf_kv_cache", 0)
+        )
+
+
+@dataclass
+class Plan:
+    """The verdict: ``fits``, per-device totals, the shortfall and the cheapest changes that make it fit."""
+
+    settings: Settings
+    agents: list[AgentPlan]
+    device_peak: dict[int, int]
+    notes: list[str] = field(default_factory=list)
+    fixes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return self.shortfall == 0 and all(
+            a.vllm_needed <= a.items.get("vllm_reserved", a.vllm_needed) for a in self.agents
+        )
+
+    @property
+    def shortfall(self) -> int:
+        return max(0, max(self.device_peak.values()) - self.settings.gpu_memory)
+
+    @property
+    def first_fix(self) -> str | None:
+        """The cheapest change after which the plan fits: one lever alone, else the fewest stacked levers, else
+        more GPUs; None when it fits already or nothing does."""
+        if self.fits:
+            return None
+        levers = [f for f in self.fixes if "stacked" in f]
+        for fix in levers:
+            if fix["fits"]:
+                return fix["change"]
+        for fix in levers:
+            if fix["stacked_fits"]:
+                return fix["stacked"]
+        more = [f["change"] for f in self.fixes if "stacked" not in f]
+        return more[0] if more else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fits": self.fits,
+            "shortfall_gib": round(self.shortfall / ar.GIB, 2),
+            "settings": {
+                **dataclasses.asdict(self.settings),
+                "gpu_memory_gib": self.settings.gpu_memory / ar.GIB,
+            },
+            "devices": {str(d): round(b / ar.GIB, 2) for d, b in self.device_peak.items()},
+            "agents": [
+                {
+                    "name": a.name,
+                    "model": a.model,
+                    "device": a.device,
+                    "ranks": a.ranks,
+                    "peak_gib": round(a.peak / ar.GIB, 2),
+                    "vllm_needed_gib": round(a.vllm_needed / ar.GIB, 2),
+                    "items_gib": {k: round(v / ar.GIB, 3) for k, v in a.items.items()},
+                    "activations_gib": {k: round(v / ar.GIB, 3) for k, v in a.activation_settings.items()},
+                }
+                for a in self.agents
+            ],
+            "fixes": self.fixes,
+            "first_fix": self.first_fix,
+            "notes": self.notes,
+        }
+
+
+FactsFor = Callable[[Any], Any]  # AgentConfig → ModelFacts
+
+
+def _facts(agent: Any) -> Any:
+    from model_adapters.memory_facts import memory_facts
+
+    return memory_facts(agent.model, adapter=agent.adapter, adapter_kwargs=agent.adapter_kwargs)
+
+
+def _zero_settings(cfg: Any) -> tuple[int, bool]:
+    """(ZeRO stage, optimizer offload) of the config's DeepSpeed JSON, 0 without DeepSpeed."""
+    path = cfg.distributed.deepspeed
+    if not path:
+        return 0, False
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise CorlError(f"distributed.deepspeed: cannot read {path} ({err})") from None
+    zero = raw.get("zero_optimization", {})
+    stage = cfg.distributed.zero_stage or int(zero.get("stage", 0))
+    offload = (zero.get("offload_optimizer") or {}).get("device", "none") == "cpu"
+    return stage, offload
+
+
+def plan_for_config(
+    cfg: Any, gpus: int, gpu_memory: int, *, facts_for: FactsFor | None = None, **levers: Any
+) -> Plan:
+    """The plan of ``cfg`` on ``gpus`` devices of ``gpu_memory`` bytes each (``levers``: Settings overrides)."""
+    if gpus < 1 or gpu_memory <= 0:
+        raise CorlError(f"plan: need at least one GPU with memory (got {gpus} × {gpu_memory} bytes)")
+    stage, offload = _zero_settings(cfg)
+    settings = Settings(
+        gpus=gpus,
+        gpu_memory=gpu_memory,
+        micro_batch=cfg.grpo.micro_batch_size,
+        checkpointing=cfg.train.gradient_checkpointing,
+        zero_stage=stage,
+        offload_optimizer=offload,
+        gpu_memory_utilization=cfg.rollout.gpu_memory_utilization,
+    )
+    settings = dataclasses.replace(settings, **levers)
+    facts = [(facts_for or _facts)(a) for a in cfg.agents]
+    plan = _plan(cfg, settings, facts)
+    if not plan.fits:
+        plan.fixes = _fixes(cfg, settings, facts)
+    return plan
+
+
+def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
+    n = len(cfg.agents)
+    per_agent = max(1, s.gpus // n) if s.gpus >= n else 1
+    vllm = cfg.rollout.engine in ("vllm", "auto")
+    max_len = PROMPT_TEXT_TOKENS + cfg.grpo.max_new_tokens
+    agents: list[AgentPlan] = []
+    notes: list[str] = []
+    for index, (agent, f) in enumerate(zip(cfg.agents, facts, strict=True)):
+        wb = ar.DTYPE_BYTES[str(agent.adapter_kwargs.get("dtype", "float32"))]
+        images = IMAGES_PER_PROMPT if f.image_tokens else 0
+        seq = max_len + images * f.image_tokens
+        work = ar.Workload(s.micro_batch, seq, cfg.grpo.max_new_tokens, images, s.checkpointing, wb)
+        ranks = per_agent if s.gpus >= n else 1
+        # one process (one GPU) runs the Torch backend; DeepSpeed needs a launch (more GPUs, or offload)
+        stage = s.zero_stage if s.gpus > 1 or s.offload_optimizer else 0
+        sharding = ar.Sharding(ranks, stage, s.offload_optimizer, s.device)
+        items = ar.agent_items(f, work, sharding, freeze_vision=s.freeze_vision, lora=s.lora)
+        other = dataclasses.replace(work, checkpointing=not work.checkpointing)
+        info = {  # both settings shown; the peak counts the configured one (``activations``)
+            "checkpointing_on": ar.activations(f, work if work.checkpointing else other),
+            "checkpointing_off": ar.activations(f, other if work.checkpointing else work),
+        }
+        plan = AgentPlan(
+            agent.name,
+            agent.model,
+            (index * per_agent) % s.gpus if s.gpus >= n else index % s.gpus,
+            ranks,
+            items,
+            activation_settings=info,
+        )
+        concurrent = cfg.data.problems_per_step * cfg.grpo.k
+        if vllm:
+            plan.vllm_needed = f.parameters * wb + ar.kv_cache(f, seq, wb) * concurrent + ar.VLLM_OVERHEAD
+            items["vllm_reserved"] = int(s.gpu_memory_utilization * s.gpu_memory)
+            items["vllm_asleep"] = (
+                ar.VLLM_OVERHEAD if cfg.rollout.sleep_between_phases else items["vllm_reserved"]
+            )
+        else:
+            batch = min(cfg.rollout.batch_size, cfg.data.problems_per_step) * cfg.grpo.k
+            items["hf_kv_cache"] = ar.kv_cache(f, seq, wb) * batch
+        agents.append(plan)
+    device_peak: dict[int, int] = {}
+    for d in range(s.gpus):
+        here = [a for a in agents if a.device <= d < a.device + a.ranks]
+        if not here:
+            continue
+        # agents sharing a device take turns: all stay resident, one at a time adds its working memory
+        resident = sum(a.resident for a in here)
+        device_peak[d] = resident + max(a.peak - a.resident for a in here)
+    if vllm:
+        notes.append(
+            f"vLLM max_model_len {max_len} + image tokens; KV cache for {cfg.data.problems_per_step} × "
+            f"{cfg.grpo.k} sequences at once"
+        )
+    return Plan(s, agents, device_peak, notes)
+
+
+LEVERS: list[tuple[str, Callable[[Settings, Any], Settings | None]]] = [
+    (
+        "grpo.micro_batch_size=1",
+        lambda s, c: dataclasses.replace(s, micro_batch=1) if s.micro_batch > 1 else None,
+    ),
+    (
+        "train.gradient_checkpointing=true",
+        lambda s, c: None if s.checkpointing else dataclasses.replace(s, checkpointing=True),
+    ),
+    (
+        "ZeRO-3 over each agent's GPUs (distributed.deepspeed: configs/deepspeed/zero3.json)",
+        lambda s, c: dataclasses.replace(s, zero_stage=3)
+        if s.zero_stage < 3 and s.gpus >= 2 * len(c.agents)
+        else None,
+    ),
+    (
+        "optimizer offload to CPU (DeepSpeed zero_optimization.offload_optimizer.device: cpu)",
+        lambda s, c: None
+        if s.offload_optimizer
+        else dataclasses.replace(s, offload_optimizer=True, zero_stage=max(2, s.zero_stage)),
+    ),
+    (
+        "freeze the vision tower",
+        lambda s, c: None if s.freeze_vision else dataclasses.replace(s, freeze_vision=True),
+    ),
+    (
+        f"LoRA r={ar.LORA_TARGETS_RANK} on attention and MLP",
+        lambda s, c: None if s.lora else dataclasses.replace(s, lora=True),
+    ),
+]
+
+
+def _fixes(cfg: Any, settings: Settings, facts: list[Any]) -> list[dict[str, Any]]:
+    """Each lever alone and stacked on the earlier ones that helped (cheapest first), then the fewest GPUs."""
+    out: list[dict[str, Any]] = []
+    base = _plan(cfg, settings, facts)
+    current, best = settings, max(base.device_peak.values())
+    stacked_changes: list[str] = []
+    levers = list(LEVERS)
+    needed = max(a.vllm_needed for a in base.agents)
+    if needed:  # vLLM's share sized to what its weights and KV cache need (up or down), in steps of 0.05
+        share = min(0.95, math.ceil(needed / settings.gpu_memory * 20) / 20)
+        if share != settings.gpu_memory_utilization:
+            change = f"rollout.gpu_memory_utilization={share:.2f}"
+            levers.insert(1, (change, lambda s, c: dataclasses.replace(s, gpu_memory_utilization=share)))
+    for change, lever in levers:
+        alone = lever(settings, cfg)
+        if alone is None:
+            continue
+        single = _plan(cfg, alone, facts)
+        stacked_settings = lever(current, cfg) or current
+        stacked = _plan(cfg, stacked_settings, facts)
+        if max(stacked.device_peak.values()) < best:  # only levers that lower the peak are stacked
+            current, best = stacked_settings, max(stacked.device_peak.values())
+            stacked_changes.append(change)
+        out.append(
+            {
+                "change": change,
+                "fits": single.fits,
+                "peak_gib": round(max(single.device_peak.values()) / ar.GIB, 2),
+                "stacked": " + ".join(stacked_changes),
+                "stacked_fits": stacked.fits,
+                "stacked_peak_gib": round(best / ar.GIB, 2),
+            }
+        )
+    for gpus in range(settings.gpus + 1, 65):
+        more = _plan(cfg, dataclasses.replace(settings, gpus=gpus), facts)
+        if more.fits:
+            out.append(
+                {
+                    "change": f"{gpus} GPUs",
+                    "fits": True,
+                    "peak_gib": round(max(more.device_peak.values()) / ar.GIB, 2),
+                }
+            )
+            break
+    return out
+
+
+def parse_memory(text: str) -> int:
+    """``80GB`` / ``80GiB`` / ``24G`` → bytes; GB and GiB are both read as 2**30 bytes (cards sold as "80GB"
+    report 79–80 GiB)."""
+    value = text.strip().upper().removesuffix("IB").removesuffix("B").removesuffix("G")
+    try:
+        gib = float(value)
+    except ValueError:
+        raise CorlError(f"--gpu-memory '{text}': expected a size like 80GB") from None
+    if not math.isfinite(gib) or gib <= 0:
+        raise CorlError(f"--gpu-memory '{text}': must be positive")
+    return int(gib * ar.GIB)

@@ -1,0 +1,72 @@
+"""Full-size presets: the published architectures from configs in the repo (parameter counts on the meta device,
+never allocated), and a width-only variant that really builds at real width and runs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from PIL import Image
+
+from corl_vl.data.problem import Problem
+from corl_vl.errors import CorlError
+from model_adapters import create_adapter
+from model_adapters.full_size import make_config, parameter_count, split_name
+from model_adapters.full_size_configs import FULL_SIZE
+from model_adapters.presets import PRESETS
+
+
+@pytest.mark.parametrize("name", list(FULL_SIZE))
+def test_full_size_parameter_count_is_the_model_cards(name):
+    # model cards round to 2–3 significant digits (InternVL3.5-2B: "2.3B" for 2.35 B)
+    count = parameter_count(f"{name}@random")
+    assert count / 1e9 == pytest.approx(FULL_SIZE[name].published_parameters, rel=0.025)
+
+
+def test_qwen2_5_vl_3b_by_hand():
+    # 36 layers × (attention 2048² ·2 + 2048·256 ·2 + biases 2048+512, MLP 3 · 2048 · 11008, 2 norms)
+    # + tied embedding 151,936 × 2048 + final norm + vision tower (32 blocks, merger, patch embedding)
+    layer = 2 * 2048 * 2048 + 2 * 2048 * 256 + 2048 + 2 * 256 + 3 * 2048 * 11008 + 2 * 2048
+    text = 36 * layer + 151_936 * 2048 + 2048
+    block = 1280 * 3840 + 3840 + 1280 * 1280 + 1280 + 2 * (1280 * 3420 + 3420) + 3420 * 1280 + 1280 + 2 * 1280
+    merger = 1280 + 5120 * 5120 + 5120 + 5120 * 2048 + 2048
+    vision = 32 * block + merger + 3 * 2 * 14 * 14 * 1280
+    assert parameter_count("qwen2.5-vl-3b@random") == text + vision
+
+
+def test_every_real_preset_has_both_variants():
+    real = [p for p in PRESETS.values() if p.hub_id]
+    for preset in real:
+        for variant in ("random", "width-only"):
+            assert PRESETS[f"{preset.name}@{variant}"].adapter == preset.adapter
+
+
+def test_width_only_keeps_every_width():
+    full, _, _, _ = make_config("gemma-3-4b@random")
+    width, _, _, _ = make_config("gemma-3-4b@width-only")
+    for key in ("hidden_size", "vocab_size", "intermediate_size", "head_dim", "num_key_value_heads"):
+        assert getattr(width.text_config, key) == getattr(full.text_config, key)
+    assert width.vision_config.hidden_size == full.vision_config.hidden_size == 1152
+    assert (full.text_config.num_hidden_layers, width.text_config.num_hidden_layers) == (34, 2)
+    assert width.vision_config.num_hidden_layers == 1
+
+
+def test_unknown_variant_is_one_clear_error():
+    with pytest.raises(CorlError, match=r"unknown full-size preset 'qwen2\.5-vl-3b@huge'"):
+        split_name("qwen2.5-vl-3b@huge")
+
+
+def test_width_only_builds_runs_and_uses_the_real_image_processor():
+    adapter = create_adapter("qwen2.5-vl-3b@width-only", dtype="bfloat16")
+    model = adapter.load_model()
+    assert model.config.text_config.hidden_size == 2048
+    assert model.get_output_embeddings().out_features == 151_936
+    # 300×200 → smart_resize to 308×196 (multiples of 28) → 22×14 patches of 14 → merged 2×2 → 11×7 = 77 tokens
+    prompt = adapter.encode_prompt(
+        Problem("p", "What is it?", images=[Image.new("RGB", (300, 200), (9, 8, 7))])
+    )
+    assert sum(t in adapter.placeholder_token_ids for t in prompt.prompt_ids) == 77
+    out = adapter.completion_logprobs(model, [prompt], [[5, 6, 7]])
+    out.logprobs.sum().backward()
+    assert torch.isfinite(out.logprobs).all()
+    assert model.model.visual.patch_embed.proj.weight.grad is not None
+    assert adapter.vllm_engine_kwargs()["load_format"] == "dummy"  # no weights on disk: the sync brings them
