@@ -33,11 +33,20 @@ def test_qwen2_5_vl_3b_by_hand():
     assert parameter_count("qwen2.5-vl-3b@random") == text + vision
 
 
+# real presets whose published config values are not written in full_size_configs.py yet (docs/adapters.md)
+WITHOUT_FULL_SIZE = {"qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b"}
+
+
 def test_every_real_preset_has_both_variants():
     real = [p for p in PRESETS.values() if p.hub_id]
+    assert WITHOUT_FULL_SIZE <= {p.name for p in real}
     for preset in real:
         for variant in ("random", "width-only"):
-            assert PRESETS[f"{preset.name}@{variant}"].adapter == preset.adapter
+            name = f"{preset.name}@{variant}"
+            if preset.name in WITHOUT_FULL_SIZE:
+                assert name not in PRESETS
+                continue
+            assert PRESETS[name].adapter == preset.adapter
 
 
 def test_width_only_keeps_every_width():

@@ -81,18 +81,20 @@ def sync_order(
     import torch
 
     from corl_vl.config import config_from_dict
-    from corl_vl.train.agent import Agent
-    from corl_vl.train.cohort import Cohort
+    from corl_vl.recipe import build_cohort
     from model_adapters.registry import create_adapter
 
     cfg = config_from_dict(
         {
-            "agents": [{"name": "solo", "model": model}],
+            "agents": [{"name": "solo", "model": model, "adapter_kwargs": {"dtype": dtype}}],
             "data": {"limit": 4, "problems_per_step": 4},
             "grpo": {"k": 4, "max_new_tokens": max_new_tokens, "micro_batch_size": 8},
-            "rollout": {"engine": "vllm", "sleep_between_phases": True},
+            "rollout": {
+                "engine": "hf",
+                "sleep_between_phases": True,
+            },  # the recording vLLM engine goes in below
+            "reward": {"name": "rent"},
             "train": {
-                "reward": "rent",
                 "lr": 1e-5,
                 "warmup_ratio": 0,
                 "scheduler": "constant",
@@ -100,15 +102,14 @@ def sync_order(
             },
         }
     )
-    adapter = create_adapter(model, dtype=dtype)
-    trainer = adapter.load_model(device=_device()).train()
+    view = _problems(create_adapter(model, dtype=dtype), 4, seed=7)  # no weights load here
+    cohort = build_cohort(cfg, device=_device(), problems=view)
+    agent = cohort.agents[0]
     engine = _recording_vllm()(
-        adapter, max_model_len=2048, gpu_memory_utilization=0.3, sleep_between_phases=True
+        agent.adapter, max_model_len=2048, gpu_memory_utilization=0.3, sleep_between_phases=True
     )
+    agent.engine = engine
     try:
-        view = _problems(adapter, 4, seed=7)
-        agent = Agent("solo", adapter, trainer, view, cfg, engine=engine)
-        cohort = Cohort(cfg, [agent], view)
         history = [cohort.step() for _ in range(steps)]
         calls = list(engine.calls)
         prompts, rollouts = agent.rollout([p.id for p in view], seed=123)  # wakes, syncs the last update

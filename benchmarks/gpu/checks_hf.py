@@ -35,13 +35,12 @@ def hf_agent(
     import torch
 
     from corl_vl.config import config_from_dict
-    from corl_vl.train.agent import Agent
-    from corl_vl.train.cohort import Cohort
+    from corl_vl.recipe import build_cohort
     from model_adapters.registry import create_adapter
 
     cfg = config_from_dict(
         {
-            "agents": [{"name": "solo", "model": model}],
+            "agents": [{"name": "solo", "model": model, "adapter_kwargs": {"dtype": dtype}}],
             "data": {"limit": problems, "problems_per_step": problems},
             "grpo": {
                 "k": k,
@@ -50,8 +49,8 @@ def hf_agent(
                 "micro_batch_size": micro_batch_size,
             },
             "rollout": {"engine": "hf", "batch_size": problems},
+            "reward": {"name": "rent"},
             "train": {
-                "reward": "rent",
                 "lr": 1e-6,
                 "warmup_ratio": 0,
                 "scheduler": "constant",
@@ -63,11 +62,9 @@ def hf_agent(
     cuda = device == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    adapter = create_adapter(model, dtype=dtype)
-    trainer = adapter.load_model(device=device).train()
-    view = _problems(adapter, problems, seed=7)
-    agent = Agent("solo", adapter, trainer, view, cfg)
-    cohort = Cohort(cfg, [agent], view)
+    view = _problems(create_adapter(model, dtype=dtype), problems, seed=7)  # no weights load here
+    cohort = build_cohort(cfg, device=device, problems=view)
+    agent = cohort.agents[0]
     history = [cohort.step()["solo"] for _ in range(max(steps, 1))]
     peak = torch.cuda.max_memory_allocated() if cuda else None
     last = history[-1]
@@ -82,7 +79,7 @@ def hf_agent(
     rows = [p for p, r in zip(prompts, rollouts) for _ in r.completions]
     comps = [c for r in rollouts for c in r.completions]
     scored = agent.score(rows, [c.ids for c in comps])
-    drift = logprob_gaps(adapter, comps, scored)
+    drift = logprob_gaps(agent.adapter, comps, scored)
     return {
         "model": model,
         "dtype": dtype,
