@@ -61,6 +61,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def one_thread():
+    """The in-process reference at the workers' thread count (``OMP_NUM_THREADS=1`` in their environment): a
+    float sum's order, and so its last bits, depends on the number of threads."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _records(run: Path, agent: str) -> list[dict]:
     return [json.loads(line) for line in (run / "agents" / agent / "metrics.jsonl").read_text().splitlines()]
 
@@ -126,7 +138,8 @@ def test_two_process_zero2_cohort_matches_the_single_process_run(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}  # cold cache
     _launch(dist_out, env=env)
     assert not list((tmp_path / "ext").glob("**/*.so"))  # no DeepSpeed op was compiled (shm_comm skipped)
-    reference = {r["agent"]: r for r in run_worker(single_out)}
+    with one_thread():
+        reference = {r["agent"]: r for r in run_worker(single_out)}
 
     ranks = [json.loads((dist_out / f"rank-{r}.json").read_text()) for r in (0, 1)]
     assert [len(r) for r in ranks] == [1, 1]  # each rank owns exactly one agent
@@ -188,7 +201,8 @@ def test_two_process_zero3_cohort_trains_saves_and_resumes_like_the_single_proce
     zero3 = str(TESTS.parent / "configs" / "deepspeed" / "zero3.json")
     _launch(dist_out, "--deepspeed", zero3, "--max-steps", "2", env=env)
     _launch(dist_out, "--deepspeed", zero3, "--max-steps", "3", "--resume", env=env)
-    reference = {r["agent"]: r for r in run_worker(single_out, max_steps=3, save_every=2)}
+    with one_thread():
+        reference = {r["agent"]: r for r in run_worker(single_out, max_steps=3, save_every=2)}
 
     for rank, agent in ((0, "qwen"), (1, "llama")):
         first = json.loads((dist_out / f"rank-{rank}.json").read_text())

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_distributed import _free_port
+from test_distributed import _free_port, one_thread
 
 from corl_vl.cli.launch import torchrun_command
 
@@ -122,7 +122,8 @@ def test_a_tensor_parallel_group_rolls_out_its_share_once_and_each_rank_trains_i
     args = ["--solo", "--tp", "2", "--max-steps", "1", "--problems-per-step", "4"]
     _ok(launch_nodes([2], str(tmp_path), *args, env=env))
     (tmp_path / "single").mkdir()
-    (reference,) = run_worker(tmp_path / "single", max_steps=1, solo=True, problems_per_step=4)
+    with one_thread():
+        (reference,) = run_worker(tmp_path / "single", max_steps=1, solo=True, problems_per_step=4)
     ranks = [json.loads((tmp_path / f"rank-{r}.json").read_text())[0] for r in (0, 1)]
     (ref_step,) = reference["steps"]
     (ref_rewards,) = reference["rewards"]
