@@ -36,7 +36,7 @@ def test_h200_image_with_the_full_size_presets_runs_the_hf_sections_within_8_min
         "tp_rollout": "needs deepspeed, vllm (not installed)",
     }
     text = sections.describe(plan, H200, 480)
-    assert "would run:" in text and "torchrun      needs deepspeed" in text and "of a 480 s budget" in text
+    assert "would run:" in text and "torchrun         needs deepspeed" in text and "of a 480 s budget" in text
 
 
 def test_this_checkout_names_what_each_gpu_section_still_lacks():
@@ -88,8 +88,8 @@ def test_a_machine_described_in_a_file(tmp_path, capsys):
     assert validate.main(["--dry-run", "--env", str(described)]) == 0
     out = capsys.readouterr().out
     assert "2 × A100: 2 GPU(s) × 40 GiB" in out
-    assert "pair_memory   needs ≥ 80 GiB per GPU, has 40" in out
-    assert "torchrun      ≈" in out  # DeepSpeed and 2 GPUs: the torchrun section would run
+    assert "pair_memory      needs ≥ 80 GiB per GPU, has 40" in out
+    assert "torchrun         ≈" in out  # DeepSpeed and 2 GPUs: the torchrun section would run
     described.write_text("{}")
     with pytest.raises(SystemExit, match="needs JSON with gpus"):
         validate.main(["--dry-run", "--env", str(described)])

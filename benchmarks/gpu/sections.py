@@ -337,9 +337,9 @@ def describe(plan: Plan, env: Environment, budget_s: float) -> str:
         f"{', '.join(sorted(env.packages)) or 'none'}",
         "would run:",
     ]
-    lines += [f"  {s.name:<13} ≈ {plan.cost(s):>4.0f} s  {s.checks}" for s in plan.run] or ["  (nothing)"]
+    lines += [f"  {s.name:<16} ≈ {plan.cost(s):>4.0f} s  {s.checks}" for s in plan.run] or ["  (nothing)"]
     lines.append("skipped:")
-    lines += [f"  {s['section']:<13} {s['reason']}" for s in plan.skipped] or ["  (nothing)"]
+    lines += [f"  {s['section']:<16} {s['reason']}" for s in plan.skipped] or ["  (nothing)"]
     lines.append(f"estimated total: {plan.estimate_s:.0f} s of a {budget_s:.0f} s budget (planning numbers)")
     return "\n".join(lines)
 
