@@ -2,10 +2,11 @@
 plain process (the single-process reference). Not a test module itself (no ``test_`` prefix).
 
 Usage: ``python dist_worker.py OUT_DIR [--deepspeed JSON] [--max-steps N] [--save-every N] [--resume] [--gpus A,B]
-[--tp T] [--solo]``
+[--tp T] [--solo] [--engine hf|vllm]``
 (optionally under ``torchrun --nproc_per_node=2``; the JSON defaults to ZeRO-2, steps to 2). Writes the run to
 ``OUT_DIR/run`` and, per rank, ``OUT_DIR/rank-<r>.json`` with what the test asserts on: which agent the rank
-held, the ids of the answers it received for every agent, the labels it computed, whether its parameters moved.
+held, the ids of the answers it received for every agent, the labels it computed, whether its parameters moved,
+and the token ids its engine sampled (per generate call, by problem id: the ranks of a TP group must agree).
 
 Random tiny models never write a parseable answer, so each engine's reported *text* is derived from its real
 sampled token ids (as in test_checkpoint): controlled reward input, not a mock of the model.
@@ -40,15 +41,19 @@ class ForcedTexts:
 
     def __init__(self, engine, agent_index: int) -> None:
         self.engine, self.agent_index = engine, agent_index
+        self.sampled: list[dict[str, list[list[int]]]] = []
+        self.syncs = 0
 
     def generate(self, problems, **kwargs):
         rollouts = self.engine.generate(problems, **kwargs)
+        self.sampled.append({r.problem_id: [list(c.ids) for c in r.completions] for r in rollouts})
         for r in rollouts:
             for c in r.completions:
                 c.text = f"\\boxed{{{int(((c.ids or [0])[0] + self.agent_index) % 4 != 0)}}}"
         return rollouts
 
     def sync_weights(self, model):
+        self.syncs += 1
         self.engine.sync_weights(model)
 
     def sleep(self):
@@ -72,8 +77,10 @@ def config(
     gpus: tuple[int, int] | None = None,
     tp: int = 1,
     solo: bool = False,
+    engine: str = "auto",
 ):
-    """The test cohort; ``solo``: qwen alone with TTRL's self-reward (a one-agent cohort), ``tp``: rollout TP."""
+    """The test cohort; ``solo``: qwen alone with TTRL's self-reward (a one-agent cohort), ``tp``: rollout TP,
+    ``engine``: rollout.engine (auto picks HF for these tiny models; vllm forces vLLM)."""
     from corl_vl.config import config_from_dict
 
     counts = gpus or (None, None)
@@ -85,7 +92,7 @@ def config(
         "reward": {"topology": "mutual"},
         "data": {"train": "synthetic", "limit": 4, "problems_per_step": problems_per_step},
         "grpo": {"k": 4, "max_new_tokens": 6, "micro_batch_size": 4},
-        "rollout": {"batch_size": 8, "tensor_parallel_size": tp},
+        "rollout": {"batch_size": 8, "tensor_parallel_size": tp, "engine": engine},
         "train": {
             "max_steps": max_steps,
             "save_every": save_every,
@@ -121,6 +128,7 @@ def run_worker(
     gpus: tuple[int, int] | None = None,
     tp: int = 1,
     solo: bool = False,
+    engine: str = "auto",
 ) -> list[dict]:
     """Train; returns (and writes) one record per agent this process held."""
     import torch
@@ -134,6 +142,7 @@ def run_worker(
     def prepare(cohort):
         for index, agent in zip(cohort.indices, cohort.agents):
             agent.engine = ForcedTexts(agent.engine, index)
+            state.setdefault("engines", {})[agent.name] = agent.engine
         state["before"] = {a.name: _params(a) for a in cohort.agents}
         inner = cohort.step
 
@@ -157,7 +166,7 @@ def run_worker(
         state["cohort"] = cohort
 
     cfg = config(
-        out, distributed, ds_config, max_steps, save_every, models, problems_per_step, gpus, tp, solo
+        out, distributed, ds_config, max_steps, save_every, models, problems_per_step, gpus, tp, solo, engine
     )
     train(cfg, resume=resume, progress=False, prepare=prepare)
     cohort = state["cohort"]
@@ -176,6 +185,9 @@ def run_worker(
                 "tensors": len(changed),
                 "steps": state["steps"],
                 "rewards": state["rewards"],
+                "sampled": state["engines"][agent.name].sampled,
+                "syncs": state["engines"][agent.name].syncs,
+                "engine": type(state["engines"][agent.name].engine).__name__,
             }
         )
     name = f"rank-{cohort.dist.rank}.json" if cohort.dist else "single.json"
@@ -210,6 +222,7 @@ if __name__ == "__main__":
     parser.add_argument("--gpus", help="each agent's agents[i].gpus, e.g. 3,1 (default: an equal share)")
     parser.add_argument("--tp", type=int, default=1, help="rollout.tensor_parallel_size")
     parser.add_argument("--solo", action="store_true", help="one agent (qwen) with TTRL's self-reward")
+    parser.add_argument("--engine", default="auto", help="rollout.engine: auto, hf or vllm")
     a = parser.parse_args()
     models = tuple(a.models.split(","))
     run_worker(
@@ -223,4 +236,5 @@ if __name__ == "__main__":
         gpus=tuple(int(g) for g in a.gpus.split(",")) if a.gpus else None,
         tp=a.tp,
         solo=a.solo,
+        engine=a.engine,
     )

@@ -32,9 +32,11 @@ def test_h200_image_with_the_full_size_presets_runs_the_hf_sections_within_8_min
         "sync": "needs vllm (not installed)",
         "drift": "needs vllm (not installed)",
         "torchrun": "needs deepspeed (not installed)",
+        "uneven_placement": "needs deepspeed (not installed)",
+        "tp_rollout": "needs deepspeed, vllm (not installed)",
     }
     text = sections.describe(plan, H200, 480)
-    assert "would run:" in text and "torchrun      needs deepspeed" in text and "of a 480 s budget" in text
+    assert "would run:" in text and "torchrun         needs deepspeed" in text and "of a 480 s budget" in text
 
 
 def test_this_checkout_names_what_each_gpu_section_still_lacks():
@@ -42,7 +44,15 @@ def test_this_checkout_names_what_each_gpu_section_still_lacks():
     reasons = {s["section"]: s["reason"] for s in plan.skipped}
     # the full-size presets are here (issue #23); placement sharing and LoRA are not yet
     assert [s.name for s in plan.run] == ["pair_memory", "logprob_tail", "throughput", "hf_drift"]
-    assert set(reasons) == {"placement", "lora", "sync", "drift", "torchrun"}
+    assert set(reasons) == {
+        "placement",
+        "lora",
+        "sync",
+        "drift",
+        "torchrun",
+        "uneven_placement",
+        "tp_rollout",
+    }
     for name in ("placement", "lora"):
         assert "issue #23" in reasons[name] and "not in this checkout" in reasons[name], name
     assert "LoRA and frozen parts" in reasons["lora"]
@@ -78,8 +88,8 @@ def test_a_machine_described_in_a_file(tmp_path, capsys):
     assert validate.main(["--dry-run", "--env", str(described)]) == 0
     out = capsys.readouterr().out
     assert "2 × A100: 2 GPU(s) × 40 GiB" in out
-    assert "pair_memory   needs ≥ 80 GiB per GPU, has 40" in out
-    assert "torchrun      ≈" in out  # DeepSpeed and 2 GPUs: the torchrun section would run
+    assert "pair_memory      needs ≥ 80 GiB per GPU, has 40" in out
+    assert "torchrun         ≈" in out  # DeepSpeed and 2 GPUs: the torchrun section would run
     described.write_text("{}")
     with pytest.raises(SystemExit, match="needs JSON with gpus"):
         validate.main(["--dry-run", "--env", str(described)])

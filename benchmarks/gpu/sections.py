@@ -112,6 +112,24 @@ SECTIONS: tuple[Section, ...] = (
         gpus=2,
         estimate_s=180,
     ),
+    Section(
+        "uneven_placement",
+        "2 agents on 2 + 1 GPUs under torchrun (tests/dist_worker.py, ZeRO-3 over NCCL, 2 steps): the placement "
+        "asked for, the same answers and labels on every rank, each agent's reward shares split among its ranks",
+        packages=("torch", "transformers", "deepspeed"),
+        gpus=3,  # the smallest cohort whose agents have different group sizes
+        code=("agent_gpus",),
+        estimate_s=150,
+    ),
+    Section(
+        "tp_rollout",
+        "1 agent on 2 GPUs, rollout.tensor_parallel_size=2 (vLLM external_launcher): a rollout, an update, a "
+        "weight sync, a rollout; both ranks of the TP group sample the same tokens",
+        packages=("torch", "transformers", "deepspeed", "vllm"),
+        gpus=2,
+        code=("rollout_tp",),
+        estimate_s=180,
+    ),
 )
 BY_NAME = {s.name: s for s in SECTIONS}
 
@@ -157,6 +175,14 @@ CODE: dict[str, tuple[str, Callable[[], bool]]] = {
     "placement_check": (
         "a placement check in benchmarks/gpu (written with issue #23's placement)",
         lambda: _check_exists("checks_hf", "placement"),
+    ),
+    "agent_gpus": (
+        "per-agent GPU counts (agents[i].gpus, issue #27)",
+        lambda: _config_field("AgentConfig", "gpus"),
+    ),
+    "rollout_tp": (
+        "rollout tensor parallelism (rollout.tensor_parallel_size, issue #27)",
+        lambda: _config_field("RolloutConfig", "tensor_parallel_size"),
     ),
     "tail_check": (
         "the logprob-tail check (checks_hf.logprob_tail)",
@@ -311,9 +337,9 @@ def describe(plan: Plan, env: Environment, budget_s: float) -> str:
         f"{', '.join(sorted(env.packages)) or 'none'}",
         "would run:",
     ]
-    lines += [f"  {s.name:<13} ≈ {plan.cost(s):>4.0f} s  {s.checks}" for s in plan.run] or ["  (nothing)"]
+    lines += [f"  {s.name:<16} ≈ {plan.cost(s):>4.0f} s  {s.checks}" for s in plan.run] or ["  (nothing)"]
     lines.append("skipped:")
-    lines += [f"  {s['section']:<13} {s['reason']}" for s in plan.skipped] or ["  (nothing)"]
+    lines += [f"  {s['section']:<16} {s['reason']}" for s in plan.skipped] or ["  (nothing)"]
     lines.append(f"estimated total: {plan.estimate_s:.0f} s of a {budget_s:.0f} s budget (planning numbers)")
     return "\n".join(lines)
 

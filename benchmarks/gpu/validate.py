@@ -7,7 +7,8 @@
 
 Sections (:mod:`sections`), in order: those that need only torch + transformers (+ peft) first —
 ``pair_memory``, ``placement``, ``logprob_tail``, ``lora``, ``throughput``, ``hf_drift`` — then ``sync`` and
-``drift`` (vLLM) and ``torchrun`` (DeepSpeed, 2 GPUs). A section whose packages, GPUs or code (issue #23's
+``drift`` (vLLM), ``torchrun`` (DeepSpeed, 2 GPUs), ``uneven_placement`` (DeepSpeed, 3 GPUs) and
+``tp_rollout`` (vLLM + DeepSpeed, 2 GPUs). A section whose packages, GPUs or code (issue #23's
 full-size presets, placement, LoRA) are absent is skipped by name with the reason; it runs unchanged where they
 are present. Without a GPU the sections that can run on CPU run their tiny subset. Each check runs in its own
 subprocess (a crash or a leaked engine cannot spoil the next). Writes one JSON and one Markdown table into
@@ -112,6 +113,10 @@ def jobs(section: str, args: argparse.Namespace, on_gpu: bool) -> tuple[list[Job
                     {"section": "drift", "label": family, "reason": "weights not in the local HF cache"}
                 )
         return todo, skipped
+    if section == "uneven_placement":
+        return [("uneven_placement", "qwen 2 GPUs + llama 1", {})], []
+    if section == "tp_rollout":
+        return [("tp_rollout", "1 agent, TP=2", {"engine": "vllm"})], []
     models = args.torchrun_models.split(",")
     return [("torchrun", "+".join(models), {"models": models, "backend": "nccl"})], []
 
@@ -141,6 +146,16 @@ def details(section: str, r: dict[str, Any]) -> str:
         return (
             f"parity {r['parity_max_abs_nats']:.2e} nats; rollout {r['rollout_tokens_per_s']:.0f} tok/s, "
             f"update {r['update_tokens_per_s']:.0f} tok/s"
+        )
+    if section == "uneven_placement":
+        return (
+            f"placement {json.dumps(r['placement'])}, reward shares {r['share_sizes']}, "
+            f"labels equal on every rank: {r['labels_equal']}, shares split: {r['shares_ok']}"
+        )
+    if section == "tp_rollout":
+        return (
+            f"{r['engine_class']}, {r['rollouts']} rollouts, {r['syncs']} sync(s), "
+            f"same tokens on both ranks: {r['same_rollouts']}"
         )
     return f"steps {r.get('steps_logged')}"
 
@@ -190,12 +205,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.run_one:  # child process: one check
         import checks
+        import checks_dist
         import checks_hf
 
         fn = {
             "sync": checks.sync_order,
             "drift": checks.drift,
             "torchrun": checks.torchrun_zero3,
+            "uneven_placement": checks_dist.uneven_placement,
+            "tp_rollout": checks_dist.tp_rollout,
             "hf_agent": checks_hf.hf_agent,
             "logprob_tail": checks_hf.logprob_tail,
         }[args.run_one]
