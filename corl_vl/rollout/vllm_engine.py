@@ -33,6 +33,7 @@ Why these settings (docs/reference.md#runtime-behaviour-the-trainer-relies-on):
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -43,6 +44,7 @@ from typing import Any
 
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
+from corl_vl.io import atomic_file, write_text_atomic
 from corl_vl.paths import cache_dir
 from corl_vl.rollout.base import Completion, Rollout, cut_at_stop
 
@@ -127,23 +129,48 @@ def check_prompt_tokens(prompts: Sequence[Any], outputs: Sequence[Any]) -> None:
             )
 
 
-def checkpoint_format_weights(model: Any) -> list[tuple[str, Any]]:
-    """``model``'s tensors under the names ``save_pretrained`` would write (what vLLM's loaders expect)."""
+def checkpoint_format_weights(model: Any, adapter: Any) -> list[tuple[str, Any]]:
+    """``model``'s tensors as vLLM's loaders read them: ``save_pretrained``'s names, then the adapter's hook."""
     from transformers.core_model_loading import revert_weight_conversion
 
-    return list(revert_weight_conversion(model, model.state_dict()).items())
+    saved = revert_weight_conversion(model, model.state_dict())
+    return [pair for name, tensor in saved.items() for pair in adapter.vllm_weights(name, tensor)]
 
 
-def save_weights_on_this_rank(model: Any, processor: Any, folder: Path) -> None:
-    """``save_pretrained`` of model and processor written by this rank (transformers' rank-0 gate lifted)."""
+def save_weights_on_this_rank(model: Any, adapter: Any, folder: Path) -> None:
+    """``save_pretrained`` of model and processor written by this rank (transformers' rank-0 gate lifted), with
+    the adapter's vLLM weight hook applied to the written shards."""
     model.should_save_on_this_rank = lambda is_main_process: is_main_process
     try:
         model.save_pretrained(folder, safe_serialization=True, is_main_process=True)
     finally:
         del model.should_save_on_this_rank
-    processor.save_pretrained(folder)
+    adapter.processor.save_pretrained(folder)
     if not (folder / "config.json").exists():
         raise CorlError(f"{folder}: the vLLM sync folder has no config.json after save_pretrained")
+    for shard in sorted(folder.glob("*.safetensors")):
+        _apply_weight_hook(adapter, shard)
+
+
+def _apply_weight_hook(adapter: Any, shard: Path) -> None:
+    """Rewrite ``shard`` (and the index's names) only where the adapter's vLLM hook changes a tensor."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(shard)
+    hooked = [pair for name, tensor in tensors.items() for pair in adapter.vllm_weights(name, tensor)]
+    if len(hooked) == len(tensors) and all(tensors.get(n) is t for n, t in hooked):
+        return
+    with safe_open(shard, framework="pt") as f:
+        metadata = f.metadata()
+    with atomic_file(shard) as tmp:
+        save_file({n: t.contiguous() for n, t in hooked}, tmp, metadata=metadata)
+    index = shard.parent / "model.safetensors.index.json"
+    if index.exists() and {n for n, _ in hooked} != set(tensors):
+        data = json.loads(index.read_text())
+        weight_map = {n: f for n, f in data["weight_map"].items() if n not in tensors}
+        data["weight_map"] = {**weight_map, **{n: shard.name for n, _ in hooked}}
+        write_text_atomic(index, json.dumps(data, indent=2))
 
 
 # vLLM logs a multi-page dump of the scheduler's state on an engine error; it goes to this file instead of the
@@ -312,12 +339,12 @@ class VLLMEngine:
                 self.llm.collective_rpc(
                     "reload_weights",
                     kwargs={
-                        "weights_iterator": checkpoint_format_weights(model),
+                        "weights_iterator": checkpoint_format_weights(model, self.adapter),
                         "is_checkpoint_format": True,
                     },
                 )
             else:
-                save_weights_on_this_rank(model, self.adapter.processor, self._sync_dir)
+                save_weights_on_this_rank(model, self.adapter, self._sync_dir)
                 self.llm.collective_rpc(
                     "reload_weights",
                     kwargs={"weights_path": str(self._sync_dir), "is_checkpoint_format": True},

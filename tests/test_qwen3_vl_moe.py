@@ -1,0 +1,72 @@
+"""Qwen3-VL MoE: presets, detection, and the vLLM weight-layout hook on both sync paths.
+
+transformers holds the fused experts as ``[E, out, in]`` and saves them so; the hub (what vLLM's loader reads)
+holds ``[E, in, out]``. The tiny MoE's expert width (96) differs from its hidden size (256) and ``2 × 96 ≠ 256``,
+so either tensor in the wrong layout has the wrong shape.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from corl_vl.rollout.vllm_engine import checkpoint_format_weights, save_weights_on_this_rank
+from model_adapters import create_adapter, detect_adapter
+from model_adapters.presets import PRESETS
+from model_adapters.tiny_qwen3_vl_moe import MOE_EXPERTS, MOE_FFN
+
+HIDDEN = 256
+DOWN = "model.language_model.layers.0.mlp.experts.down_proj"
+GATE_UP = "model.language_model.layers.0.mlp.experts.gate_up_proj"
+
+
+@pytest.fixture(scope="module")
+def moe():
+    adapter = create_adapter("tiny-qwen3-vl-moe")
+    return adapter, adapter.load_model()
+
+
+def test_presets_name_the_released_moe_sizes_and_folders_are_detected(tiny_checkpoint):
+    for size in ("30B-A3B", "235B-A22B"):
+        preset = PRESETS[f"qwen3-vl-{size.lower()}"]
+        assert (preset.adapter, preset.hub_id) == ("qwen3_vl_moe", f"Qwen/Qwen3-VL-{size}-Instruct")
+    assert detect_adapter(tiny_checkpoint("tiny-qwen3-vl-moe")) == "qwen3_vl_moe"
+
+
+def test_hook_gives_the_hub_layout_of_the_fused_experts(moe):
+    adapter, model = moe
+    state = model.state_dict()
+    # transformers' layout: [E, 2·I, H] and [E, H, I]
+    assert state[GATE_UP].shape == (MOE_EXPERTS, 2 * MOE_FFN, HIDDEN)
+    assert state[DOWN].shape == (MOE_EXPERTS, HIDDEN, MOE_FFN)
+    sent = dict(checkpoint_format_weights(model, adapter))
+    assert sent[GATE_UP].shape == (MOE_EXPERTS, HIDDEN, 2 * MOE_FFN)
+    assert sent[DOWN].shape == (MOE_EXPERTS, MOE_FFN, HIDDEN)
+    # expert 1, gate row 5 (output 5), input 7 sits at [1, 7, 5] in the hub layout
+    assert sent[GATE_UP][1, 7, 5] == state[GATE_UP][1, 5, 7]
+    assert sent[DOWN][3, 2, 9] == state[DOWN][3, 9, 2]
+    for name in ("model.language_model.layers.0.mlp.gate.weight", "lm_head.weight"):
+        assert torch.equal(sent[name], state[name])  # every other tensor is sent as it is
+
+
+def test_default_hook_is_identity():
+    adapter = create_adapter("tiny-qwen3-vl")
+    tensor = torch.zeros(2, 3, 4)
+    assert list(adapter.vllm_weights("model.language_model.layers.0.mlp.experts.down_proj", tensor)) == [
+        ("model.language_model.layers.0.mlp.experts.down_proj", tensor)
+    ]
+
+
+def test_sync_folder_holds_what_the_in_memory_sync_sends(moe, tmp_path):
+    adapter, model = moe
+    save_weights_on_this_rank(model, adapter, tmp_path)
+    saved = {}
+    for shard in sorted(tmp_path.glob("*.safetensors")):
+        saved.update(load_file(shard))
+    sent = dict(checkpoint_format_weights(model, adapter))
+    assert sorted(saved) == sorted(sent)
+    assert saved[DOWN].shape == (MOE_EXPERTS, MOE_FFN, HIDDEN)
+    assert saved[GATE_UP].shape == (MOE_EXPERTS, HIDDEN, 2 * MOE_FFN)
+    for name, tensor in sent.items():
+        assert torch.equal(saved[name], tensor), name
