@@ -318,6 +318,9 @@ def build_tiny(name: str, out_dir: str | Path, *, seed: int = 0) -> Path:
     model.save_pretrained(out)
     processor.save_pretrained(out)
     _fix_saved_layout(name, out)
+    from .vllm_layout import apply_to_folder  # the zoo's folders are in the hub layout, as vLLM loads them
+
+    apply_to_folder(out)
     return out
 
 

@@ -70,3 +70,23 @@ def test_sync_folder_holds_what_the_in_memory_sync_sends(moe, tmp_path):
     assert saved[GATE_UP].shape == (MOE_EXPERTS, HIDDEN, 2 * MOE_FFN)
     for name, tensor in sent.items():
         assert torch.equal(saved[name], tensor), name
+
+
+def test_zoo_folder_is_in_the_hub_layout(tiny_checkpoint):
+    saved = {}
+    for shard in sorted(tiny_checkpoint("tiny-qwen3-vl-moe").glob("*.safetensors")):
+        saved.update(load_file(shard))
+    assert saved[DOWN].shape == (MOE_EXPERTS, MOE_FFN, HIDDEN)
+    assert saved[GATE_UP].shape == (MOE_EXPERTS, HIDDEN, 2 * MOE_FFN)
+
+
+@pytest.mark.vllm
+def test_vllm_logprobs_match_and_a_weight_sync_lands():
+    from test_vllm_new_families import check_logprobs_and_sync
+    from vllm.distributed import parallel_state
+
+    # vLLM keeps one set of parallel groups per process and builds the expert group only when the first engine of
+    # the process is a MoE; an earlier dense engine's groups (other tests in this worker) are dropped first
+    if parallel_state.model_parallel_is_initialized() and parallel_state._EP is None:
+        parallel_state.destroy_model_parallel()
+    check_logprobs_and_sync("tiny-qwen3-vl-moe")

