@@ -22,6 +22,7 @@ class Qwen3VLMoeAdapter(Qwen3VLAdapter):
     """Qwen3-VL MoE (``Qwen3VLMoeForConditionalGeneration``)."""
 
     model_types = ("qwen3_vl_moe",)
+    importance_ratio_cap = 2.0  # as the dense sizes: docs/training.md "Importance-ratio truncation"
 
     def vllm_weights(self, name: str, tensor: Any) -> Iterable[tuple[str, Any]]:
         if name.endswith(_FUSED_EXPERTS) and tensor.dim() == 3:
