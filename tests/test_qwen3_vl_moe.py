@@ -80,13 +80,51 @@ def test_zoo_folder_is_in_the_hub_layout(tiny_checkpoint):
     assert saved[GATE_UP].shape == (MOE_EXPERTS, HIDDEN, 2 * MOE_FFN)
 
 
+def _fresh_vllm_groups() -> None:
+    """vLLM keeps one set of parallel groups per process and builds the expert group only when the process's first
+    engine is a MoE: an earlier dense engine's groups (other tests in this worker) are dropped first."""
+    from vllm.distributed import parallel_state
+
+    if parallel_state.model_parallel_is_initialized() and parallel_state._EP is None:
+        parallel_state.destroy_model_parallel()
+
+
 @pytest.mark.vllm
 def test_vllm_logprobs_match_and_a_weight_sync_lands():
     from test_vllm_new_families import check_logprobs_and_sync
-    from vllm.distributed import parallel_state
 
-    # vLLM keeps one set of parallel groups per process and builds the expert group only when the first engine of
-    # the process is a MoE; an earlier dense engine's groups (other tests in this worker) are dropped first
-    if parallel_state.model_parallel_is_initialized() and parallel_state._EP is None:
-        parallel_state.destroy_model_parallel()
+    _fresh_vllm_groups()
     check_logprobs_and_sync("tiny-qwen3-vl-moe")
+
+
+@pytest.mark.vllm
+def test_a_sync_through_the_folder_lands_the_experts():
+    from corl_vl.data.synth import generate_problems
+    from corl_vl.rollout.vllm_engine import VLLMEngine
+
+    _fresh_vllm_groups()
+    adapter = create_adapter("tiny-qwen3-vl-moe")
+    model = adapter.load_model()
+    problems = generate_problems(2, seed=2)
+    prompts = [adapter.encode_prompt(p) for p in problems]
+    engine = VLLMEngine(adapter, max_model_len=1024)
+    engine.in_process = (
+        False  # the path a multiprocessing engine takes: save_pretrained folder, reload from disk
+    )
+    try:
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if ".mlp.experts." in name:
+                    param.add_(torch.randn_like(param) * 0.05)
+        engine.sync_weights(model)
+        out = [
+            c
+            for r in engine.generate(problems, k=1, temperature=0.0, max_new_tokens=6, seed=0)
+            for c in r.completions
+        ]
+        with torch.no_grad():
+            lp = adapter.completion_logprobs(model, prompts, [c.ids for c in out])
+        for i, c in enumerate(out):
+            assert torch.allclose(lp.logprobs[i, : len(c.ids)], torch.tensor(c.logprobs), atol=1e-4), i
+    finally:
+        engine.close()
