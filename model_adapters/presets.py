@@ -42,6 +42,15 @@ _REAL = [
         )
         for size in ("2b", "4b", "8b", "32b")
     ),
+    *(
+        Preset(
+            f"qwen3-vl-{size}",
+            "qwen3_vl_moe",
+            f"Qwen/Qwen3-VL-{size.upper()}-Instruct",
+            description=f"Qwen3-VL {size.upper()} (mixture of experts)",
+        )
+        for size in ("30b-a3b", "235b-a22b")
+    ),
     Preset(
         "internvl3.5-2b",
         "internvl3_5",
@@ -85,6 +94,7 @@ _TINY = [
     ),
     Preset("tiny-gemma3", "gemma3", tiny=True, description="random tiny Gemma-3 (tests)"),
     Preset("tiny-qwen3-vl", "qwen3_vl", tiny=True, description="random tiny Qwen3-VL (tests)"),
+    Preset("tiny-qwen3-vl-moe", "qwen3_vl_moe", tiny=True, description="random tiny Qwen3-VL MoE (tests)"),
     Preset("tiny-qwen2.5", "causal_lm", tiny=True, description="random tiny Qwen2 text model (tests)"),
     Preset("tiny-llama3", "causal_lm", tiny=True, description="random tiny Llama-3 text model (tests)"),
     Preset("tiny-qwen3", "causal_lm", tiny=True, description="random tiny Qwen3 text model (tests)"),

