@@ -128,3 +128,32 @@ def test_a_sync_through_the_folder_lands_the_experts():
             assert torch.allclose(lp.logprobs[i, : len(c.ids)], torch.tensor(c.logprobs), atol=1e-4), i
     finally:
         engine.close()
+
+
+def test_a_training_checkpoint_of_a_moe_agent_is_in_the_hub_layout(tmp_path):
+    """What ``eval --engine vllm`` and ``from_pretrained`` load from ``latest/<agent>``: the experts as the hub
+    stores them, and transformers reads them back to the same weights."""
+    from transformers import AutoModelForImageTextToText
+
+    from corl_vl.config import config_from_dict
+    from corl_vl.recipe import build_cohort
+    from corl_vl.train.checkpoint import save_checkpoint
+
+    cfg = config_from_dict(
+        {
+            "agents": [{"name": "moe", "model": "tiny-qwen3-vl-moe"}],
+            "reward": {"name": "rent"},
+            "data": {"limit": 2, "problems_per_step": 1},
+            "train": {"output_dir": str(tmp_path / "run")},
+        }
+    )
+    cohort = build_cohort(cfg, device="cpu")
+    folder = save_checkpoint(tmp_path / "run", cohort) / "moe"
+    saved: dict[str, torch.Tensor] = {}
+    for shard in folder.glob("*.safetensors"):
+        saved.update(load_file(shard))
+    assert saved[DOWN].shape == (MOE_EXPERTS, MOE_FFN, HIDDEN)
+    assert saved[GATE_UP].shape == (MOE_EXPERTS, HIDDEN, 2 * MOE_FFN)
+    reloaded = dict(AutoModelForImageTextToText.from_pretrained(folder).named_parameters())
+    trained = dict(cohort.agents[0].model.named_parameters())
+    assert torch.equal(reloaded[DOWN], trained[DOWN]) and torch.equal(reloaded[GATE_UP], trained[GATE_UP])

@@ -42,6 +42,7 @@ from typing import Any
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.paths import cache_dir
+from model_adapters.vllm_layout import apply_to_folder
 
 VERSION = 3  # bump when the recipe below changes: cached folders are keyed by it
 DONE = "warm_start.json"  # written last inside the folder: its presence marks a complete build
@@ -252,6 +253,7 @@ def ensure_warm_start(spec: WarmStartSpec, *, log_every: int = 0) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         model.save_pretrained(tmp)
+        apply_to_folder(tmp, adapter)  # the tensors in the layout vLLM loads (the adapter's hook)
         adapter.processor.save_pretrained(tmp)
         for name in ("generation_config.json",):  # keep the base's stop tokens
             base = Path(adapter.model_path) / name

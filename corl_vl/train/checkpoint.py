@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import secrets
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,11 +49,19 @@ import numpy as np
 import torch
 
 from corl_vl.errors import CorlError
-from corl_vl.io import atomic_dir, os_error_line, replace_dir_atomic, write_text_atomic
-from corl_vl.train.checkpoint_layout import FORMAT, agent_state_folder, read_meta
+from corl_vl.io import atomic_dir, os_error_line, replace_dir_atomic
+from corl_vl.train.checkpoint_layout import (  # noqa: F401 (latest_checkpoint … are this module's API too)
+    CHECKPOINTS,
+    FORMAT,
+    agent_state_folder,
+    latest_checkpoint,
+    point_latest,
+    prune_checkpoints,
+    read_meta,
+    remove_stale_temps,
+)
 from corl_vl.train.safe_state import check_pickle_globals, has_state, load_legacy, load_state, save_state
-
-CHECKPOINTS = "checkpoints"
+from model_adapters.vllm_layout import apply_to_folder
 
 
 def _rng_state() -> dict[str, Any]:
@@ -130,6 +137,9 @@ def _save_single(run_dir: Path, cohort: Any) -> Path:
         for agent in cohort.agents:
             folder = tmp / agent.name
             agent.model.save_pretrained(folder, safe_serialization=True)
+            apply_to_folder(
+                folder, agent.adapter
+            )  # the tensors in the layout vLLM loads (the adapter's hook)
             agent.adapter.processor.save_pretrained(folder)
             # the exact template + pinned date (eval renders the same)
             agent.adapter.save_prompt_record(folder)
@@ -140,79 +150,8 @@ def _save_single(run_dir: Path, cohort: Any) -> Path:
         meta = {"step": cohort.step_index, "agents": [a.name for a in cohort.agents], "format": FORMAT}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
         _normalise_permissions(tmp)
-    _point_latest(root, name)
+    point_latest(root, name)
     return final
-
-
-def _point_latest(root: Path, name: str) -> None:
-    """Make ``root/latest`` point at checkpoint ``name``: a relative directory symlink swapped in with
-    ``os.replace`` (readers see the old link or the new one), else the name in a text file."""
-    link = root / "latest"
-    tmp = root / f".latest.{os.getpid()}-{secrets.token_hex(4)}"
-    try:
-        os.symlink(name, tmp, target_is_directory=True)
-    except (OSError, NotImplementedError):  # no symlinks here (some network / Windows file systems)
-        if link.is_symlink():
-            link.unlink()
-        write_text_atomic(link, name)
-        return
-    try:
-        os.replace(tmp, link)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def prune_checkpoints(run_dir: str | Path, keep: int) -> list[Path]:
-    """``train.save_total_limit``: delete all but the newest ``keep`` complete checkpoints, never the one
-    ``latest`` points to nor the one ``best`` names; returns what was deleted."""
-    root = Path(run_dir) / CHECKPOINTS
-    done = sorted(p for p in root.glob("step-*") if (p / "meta.json").exists()) if root.is_dir() else []
-    protected = {latest_checkpoint(run_dir)}
-    if (root / "best").is_file():
-        protected.add(root / (root / "best").read_text().strip())
-    doomed = [p for p in done[:-keep] if p not in protected] if keep else []
-    for path in doomed:
-        shutil.rmtree(path)
-    return doomed
-
-
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint of a run (its ``step-*`` folder, not the ``latest`` link), or None; a
-    :class:`CorlError` if its ``meta.json`` is damaged."""
-    root = Path(run_dir) / CHECKPOINTS
-    pointer = root / "latest"
-    name = None
-    if pointer.is_symlink():
-        name = Path(os.readlink(pointer)).name
-    elif pointer.is_file():  # runs saved before ``latest`` became a link, or without symlink support
-        name = pointer.read_text().strip()
-    if name and (root / name / "meta.json").exists():
-        found: Path | None = root / name
-    else:
-        done = sorted(p for p in root.glob("step-*") if (p / "meta.json").exists()) if root.exists() else []
-        found = done[-1] if done else None
-    if found is not None:
-        read_meta(found)  # a damaged meta.json is refused here, before any model loads
-    return found
-
-
-def remove_stale_temps(run_dir: str | Path) -> list[Path]:
-    """Delete what interrupted saves left in ``RUN_DIR/checkpoints`` (hidden ``.step-*.tmp*`` folders, folders
-    moved aside while being replaced, ``latest`` temp files); returns what was removed.
-
-    Only call it when no save of this run is in progress (at the start of a run, on the main process).
-    """
-    root = Path(run_dir) / CHECKPOINTS
-    if not root.is_dir():
-        return []
-    stale = [p for p in root.glob(".*") if p.name.startswith((".step-", ".latest."))]
-    for p in stale:
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            p.unlink(missing_ok=True)
-    return stale
 
 
 def _read_state(folder: Path, name: str, allow_unsafe: bool) -> Any:
@@ -343,6 +282,7 @@ def _save_distributed(run_dir: Path, cohort: Any) -> Path:
         with agent.full_weights():  # ZeRO-3: a gather over the group, so every member enters it
             if dist.is_group_leader:
                 _save_pretrained_here(agent.model, folder)
+                apply_to_folder(folder, agent.adapter)
                 agent.adapter.processor.save_pretrained(folder)
                 agent.adapter.save_prompt_record(folder)
                 state = agent_state_folder(tmp, agent.name, FORMAT)
@@ -364,7 +304,7 @@ def _save_distributed(run_dir: Path, cohort: Any) -> Path:
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
         _normalise_permissions(tmp)
         replace_dir_atomic(tmp, final)
-        _point_latest(root, name)
+        point_latest(root, name)
     dist.barrier()
     return final
 
