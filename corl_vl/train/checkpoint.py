@@ -137,9 +137,8 @@ def _save_single(run_dir: Path, cohort: Any) -> Path:
         for agent in cohort.agents:
             folder = tmp / agent.name
             agent.model.save_pretrained(folder, safe_serialization=True)
-            apply_to_folder(
-                folder, agent.adapter
-            )  # the tensors in the layout vLLM loads (the adapter's hook)
+            # the tensors in the layout vLLM loads (the adapter's vllm_weights hook)
+            apply_to_folder(folder, agent.adapter)
             agent.adapter.processor.save_pretrained(folder)
             # the exact template + pinned date (eval renders the same)
             agent.adapter.save_prompt_record(folder)
