@@ -4,8 +4,8 @@ Per agent and device it itemises weights, master copies, gradients, optimizer st
 tower's share, the logprob tail and vLLM's reserved share, gives the verdict (fits / short by how much) and the
 cheapest changes that make it fit (:mod:`corl_vl.plan`). Exit code 0 when it fits, 1 when it does not.
 
-    corl-vl plan --pair qwen2.5-vl-3b,internvl3.5-2b --gpus 2 --gpu-memory 80GB
-    corl-vl plan --config configs/pairs/qwen2.5-vl-7b_internvl3.5-8b.yaml --gpus 8 --json
+    corl-vl plan --pair A,B --gpus 2 --gpu-memory 80GB      # presets: corl-vl models list
+    corl-vl plan --config configs/pairs/FILE.yaml --gpus 8 --json
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Why pure: a memory plan is arithmetic, and arithmetic is testable against hand-c
 takes :class:`~model_adapters.memory_facts.ModelFacts` (or plain numbers) and returns bytes on one device.
 
 Where the per-token activation constants come from (bf16; ``wb`` = bytes per weight element scales them): what
-autograd keeps of one decoder layer of the HF Llama/Qwen/Gemma layout — two RMSNorms (fp32 input and bf16 output:
+autograd keeps of one decoder layer of the common HF decoder layout — two RMSNorms (fp32 input and bf16 output:
 8·h bytes each), the q/k/v projections (2·(hq + 2·hkv)), rotary embedding (rotated copy and output of q and k:
 4·(hq + hkv)), keys and values repeated to the query heads for SDPA (4·hq), attention output before and after
 the head merge (4·hq), and a gated MLP (gate, up, activation, product: 8·i). With gradient checkpointing each
