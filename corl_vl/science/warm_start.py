@@ -26,6 +26,7 @@ demo, the toy reproduction and the tests.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import math
@@ -248,8 +249,17 @@ def ensure_warm_start(spec: WarmStartSpec, *, log_every: int = 0) -> Path:
     target = warm_start_dir(spec)
     if (target / DONE).exists():
         return target
-    adapter, model, record = train_warm_start(spec, log_every=log_every)
     target.parent.mkdir(parents=True, exist_ok=True)
+    # processes asking for the same base (test workers, ranks) wait for the one that trains it, not train it too
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / DONE).exists():
+            return target
+        return _train_and_save(spec, target, log_every)
+
+
+def _train_and_save(spec: WarmStartSpec, target: Path, log_every: int) -> Path:
+    adapter, model, record = train_warm_start(spec, log_every=log_every)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         model.save_pretrained(tmp)
