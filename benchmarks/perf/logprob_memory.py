@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -108,19 +106,9 @@ def main() -> None:
         method, vocab, hidden, batch, tokens, mode = args.one
         print(json.dumps(measure(method, int(vocab), int(hidden), int(batch), int(tokens), mode)))
         return
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{Path(__file__).parent}"}
-    rows = []
-    for point in POINTS:
-        out = subprocess.run(
-            [sys.executable, __file__, "--one", *map(str, point)],
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        print(json.dumps(rows[-1]), flush=True)
+    from peak_memory import run_points  # this script's folder
+
+    rows = run_points(__file__, POINTS)
     command = "python benchmarks/perf/logprob_memory.py"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(

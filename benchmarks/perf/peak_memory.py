@@ -9,8 +9,14 @@ fresh process: a previous point's freed-but-cached pages would otherwise hide in
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 _STATUS = Path("/proc/self/status")
 
@@ -36,3 +42,22 @@ def reset_peak() -> int:
 def peak_bytes() -> int:
     """Resident high-water mark since the last :func:`reset_peak`."""
     return _status_kib("VmHWM") * 1024
+
+
+def run_points(script: str, points: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Each point measured by ``script --one POINT…`` in a fresh process (see the module docstring); the last
+    line it prints is the point's JSON result, echoed here as it arrives."""
+    root = Path(script).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{Path(script).resolve().parent}"}
+    rows = []
+    for point in points:
+        out = subprocess.run(
+            [sys.executable, script, "--one", *map(str, point)],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(json.dumps(rows[-1]), flush=True)
+    return rows

@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -104,21 +101,11 @@ def main() -> None:
         preset, batch, prompt, completion, ckpt = args.one
         print(json.dumps(measure(preset, int(batch), int(prompt), int(completion), ckpt)))
         return
+    from peak_memory import run_points  # this script's folder
+
     from corl_vl.io import write_text_atomic
 
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{Path(__file__).parent}"}
-    rows = []
-    for point in POINTS:
-        out = subprocess.run(
-            [sys.executable, __file__, "--one", *map(str, point)],
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        print(json.dumps(rows[-1]), flush=True)
+    rows = run_points(__file__, POINTS)
     worst = max(abs(r["error"]) for r in rows)
     payload = {
         "command": "python benchmarks/perf/plan_vs_measured.py",
