@@ -18,18 +18,22 @@ from typing import Any
 
 import yaml
 
-from corl_vl.config_checks import check_config
 from corl_vl.config_compat import MOVED_KEYS, migrate
-from corl_vl.config_validation import (
-    check_choices,
-    check_experiment,
-    check_template_date,
-    check_trainer_controls,
-)
+from corl_vl.config_validation import finalize
 from corl_vl.errors import CorlError
 from corl_vl.typed_yaml import build_dataclass, load_yaml, set_path
 
 log = logging.getLogger("corl_vl.config")
+
+
+@dataclass
+class LoraConfig:
+    """Low-rank adapters on one agent (``agents[i].lora``); only the adapters (and unfrozen parts) train."""
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: list[str] = field(default_factory=list)  # [] → the adapter's defaults for its family
 
 
 @dataclass
@@ -49,6 +53,9 @@ class AgentConfig:
     # default. `corl-vl train` writes the resolved date into the run's config.yaml.
     template_date: str | None = None
     gpus: int | None = None  # multi-process runs: GPUs (processes) for this agent; None → an equal share
+    # one-process runs: this agent's device(s), e.g. ["cuda:1"]; None → placed over the visible devices
+    devices: list[str] | None = None
+    lora: LoraConfig | None = None  # train low-rank adapters (peft) instead of every weight
 
     def adapter_options(self) -> dict[str, Any]:
         """Keyword arguments for ``create_adapter``: ``adapter_kwargs`` plus the pinned template date."""
@@ -99,6 +106,9 @@ class DataConfig:
     seed: int = 0  # synthetic data's generator seed (the sampling order follows train.seed)
     # drop problems a rendered prompt is longer for (counted); None: keep all
     max_prompt_tokens: int | None = None
+    # pixel budget per image for families that have one (e.g. dynamic-resolution towers); None → the family's
+    max_pixels: int | None = None
+    min_pixels: int | None = None
 
 
 @dataclass
@@ -141,6 +151,9 @@ class RolloutConfig:
     tensor_parallel_size: int = (
         1  # vLLM TP groups of this many ranks inside each agent's group (multi-process)
     )
+    max_model_len: int | None = None  # vLLM context length; None → the longest prompt + grpo.max_new_tokens
+    max_images_per_prompt: int = 1  # vLLM's per-prompt image limit
+    weight_checksum: bool = False  # after each weight sync, compare a checksum of the engine's weights
 
 
 @dataclass
@@ -157,7 +170,9 @@ class TrainConfig:
     seed: int = 0
     save_every: int = 0  # 0 → only at the end
     output_dir: str = "runs/cohort"
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool | None = None  # None → on when training on a GPU, off on CPU
+    disable_dropout: bool = True  # zero every dropout probability at the start of training
+    freeze: list[str] = field(default_factory=list)  # parts that do not train: vision_tower, projector, …
     # log the policy's entropy over every completion: one extra no-grad forward per agent and step (RENT and
     # Intuitor run that pass anyway, and then it is always logged)
     log_entropy: bool = False
@@ -171,6 +186,14 @@ class TrainConfig:
     )
     log_completions: int = 0  # rows per agent and step written to completions.jsonl (and TensorBoard/wandb)
     save_total_limit: int = 0  # keep the newest N checkpoints (never best or latest's); 0 → keep all
+
+
+@dataclass
+class OptimizerConfig:
+    """Where AdamW's state lives and which kernel steps it (the hyper-parameters stay in ``train``)."""
+
+    offload: str = "none"  # none | cpu: keep master weights and moments in CPU memory, step there
+    fused: bool | None = None  # None → the fused kernel where the device has one
 
 
 @dataclass
@@ -249,6 +272,7 @@ class CohortConfig:
     grpo: GrpoConfig = field(default_factory=GrpoConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     experiment: ExperimentConfig | None = None
@@ -315,51 +339,6 @@ def apply_overrides(cfg: CohortConfig, overrides: list[str]) -> CohortConfig:
         except yaml.YAMLError:
             value = text
         set_path(cfg, key.split("."), value, key)
-    return cfg
-
-
-def finalize(cfg: CohortConfig, source: str) -> CohortConfig:
-    """Cross-field checks, done once after all overrides."""
-
-    def bad(key: str, msg: str) -> CorlError:
-        return CorlError(f"{key}: {msg} (in {source})")
-
-    if not cfg.agents:
-        raise bad("agents", "at least one agent is required")
-    tp = cfg.rollout.tensor_parallel_size
-    if tp < 1:
-        raise bad("rollout.tensor_parallel_size", f"must be ≥ 1, got {tp}")
-    for i, agent in enumerate(cfg.agents):
-        if agent.gpus is not None and (agent.gpus < 1 or agent.gpus % tp):
-            raise bad(f"agents.{i}.gpus", f"must be a positive multiple of rollout.tensor_parallel_size={tp}")
-        if not agent.model:
-            raise bad(f"agents.{i}.model", "missing (a preset name or a checkpoint folder)")
-        if not agent.name:
-            agent.name = agent.model.rstrip("/").split("/")[-1]
-        check_template_date(agent, f"agents.{i}", bad)
-    check_config(cfg, bad)  # names that become paths, every number finite and in range
-    names = cfg.agent_names()
-    if len(set(names)) != len(names):
-        raise bad("agents", f"agent names must be unique, got {names}")
-    if not 0 <= cfg.grpo.min_new_tokens <= cfg.grpo.max_new_tokens:
-        raise bad(
-            "grpo.min_new_tokens",
-            f"must be in [0, grpo.max_new_tokens={cfg.grpo.max_new_tokens}], got {cfg.grpo.min_new_tokens}",
-        )
-    check_trainer_controls(cfg, bad)
-    if cfg.distributed.zero_stage not in (None, 2, 3):
-        raise bad("distributed.zero_stage", f"must be 2 or 3, got {cfg.distributed.zero_stage}")
-    if cfg.reward.topology == "graph":
-        unknown = {n for k, v in cfg.reward.edges.items() for n in [k, *v]} - set(names)
-        if unknown:
-            raise bad("reward.edges", f"unknown agent(s) {sorted(unknown)}; agents are {names}")
-    check_choices(cfg, bad)
-    if cfg.eval.select_best != "none" and cfg.eval.every < 1:
-        raise bad(
-            "eval.select_best", f"'{cfg.eval.select_best}' needs periodic validation: set eval.every ≥ 1"
-        )
-    if cfg.experiment is not None:
-        check_experiment(cfg, bad)
     return cfg
 
 

@@ -10,12 +10,60 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from corl_vl.config_checks import check_config
+from corl_vl.errors import CorlError
+
 # name-valued keys whose choices no implementation table owns (the others are read from their tables)
 PEER_REWARDS = ("hard", "soft")
 REPORT_TO = ("tensorboard", "wandb", "none")  # metrics.jsonl is always written
 SELECT_BEST = ("none", "peer_agreement", "accuracy")  # see corl_vl.train.validation
 SCHEDULERS = ("cosine", "constant")
 TRUNCATED = ("keep", "mask", "drop")  # see corl_vl.train.subsets
+
+
+def finalize(cfg: Any, source: str) -> Any:
+    """Cross-field checks on a built :class:`~corl_vl.config.CohortConfig`, done once after all overrides."""
+
+    def bad(key: str, msg: str) -> CorlError:
+        return CorlError(f"{key}: {msg} (in {source})")
+
+    if not cfg.agents:
+        raise bad("agents", "at least one agent is required")
+    tp = cfg.rollout.tensor_parallel_size
+    if tp < 1:
+        raise bad("rollout.tensor_parallel_size", f"must be ≥ 1, got {tp}")
+    for i, agent in enumerate(cfg.agents):
+        if agent.gpus is not None and (agent.gpus < 1 or agent.gpus % tp):
+            raise bad(f"agents.{i}.gpus", f"must be a positive multiple of rollout.tensor_parallel_size={tp}")
+        if not agent.model:
+            raise bad(f"agents.{i}.model", "missing (a preset name or a checkpoint folder)")
+        if not agent.name:
+            agent.name = agent.model.rstrip("/").split("/")[-1]
+        check_template_date(agent, f"agents.{i}", bad)
+    check_config(cfg, bad)  # names that become paths, every number finite and in range
+    names = cfg.agent_names()
+    if len(set(names)) != len(names):
+        raise bad("agents", f"agent names must be unique, got {names}")
+    if not 0 <= cfg.grpo.min_new_tokens <= cfg.grpo.max_new_tokens:
+        raise bad(
+            "grpo.min_new_tokens",
+            f"must be in [0, grpo.max_new_tokens={cfg.grpo.max_new_tokens}], got {cfg.grpo.min_new_tokens}",
+        )
+    check_trainer_controls(cfg, bad)
+    if cfg.distributed.zero_stage not in (None, 2, 3):
+        raise bad("distributed.zero_stage", f"must be 2 or 3, got {cfg.distributed.zero_stage}")
+    if cfg.reward.topology == "graph":
+        unknown = {n for k, v in cfg.reward.edges.items() for n in [k, *v]} - set(names)
+        if unknown:
+            raise bad("reward.edges", f"unknown agent(s) {sorted(unknown)}; agents are {names}")
+    check_choices(cfg, bad)
+    if cfg.eval.select_best != "none" and cfg.eval.every < 1:
+        raise bad(
+            "eval.select_best", f"'{cfg.eval.select_best}' needs periodic validation: set eval.every ≥ 1"
+        )
+    if cfg.experiment is not None:
+        check_experiment(cfg, bad)
+    return cfg
 
 
 def check_choices(cfg: Any, bad: Any) -> None:
