@@ -21,7 +21,7 @@ test: env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
-	$(PY) scripts/random_tests.py --share 0.1 -- -m "not slow and not distributed and not vllm"
+	$(PY) scripts/random_tests.py --share 0.1 --workers $(TEST_WORKERS) -- -m "not slow and not distributed and not vllm"
 
 lint: env
 	$(VENV)/bin/ruff check .

@@ -6,7 +6,9 @@ rely on another having run first, or on a fixture another test changed).
     python scripts/random_tests.py --share 1.0 -- -m "not slow"   # every fast test, shuffled
 
 The chosen tests run in one pytest session, in the shuffled order (pytest keeps the order of the node ids it
-is given), so a test that passes only after another one fails here sooner or later.
+is given), so a test that passes only after another one fails here sooner or later. With ``--workers N`` the
+session has N xdist workers, each running its share of the shuffled order (``--dist load`` hands the ids out
+in the given order).
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--share", type=float, default=0.1, help="share of the tests to run (default 0.1)")
     parser.add_argument("--seed", type=int, default=None, help="selection and order seed (default: random)")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="pytest-xdist workers (default 0: one process)"
+    )
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments, e.g. -m 'not slow'")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
@@ -47,7 +52,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"random tests: {len(chosen)} of {len(tests)}, seed {seed} (rerun: --seed {seed})", flush=True)
     if not chosen:
         return 0
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args.pytest_args, *chosen]
+    workers = ["-n", str(args.workers), "--dist", "load"] if args.workers > 0 else []
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *workers,
+        *args.pytest_args,
+        *chosen,
+    ]
     return subprocess.run(command, cwd=ROOT, check=False).returncode
 
 

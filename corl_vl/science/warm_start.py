@@ -184,8 +184,14 @@ def train_warm_start(
     if not pool:
         raise CorlError("warm start: no labelled problems (no strong skills and weak_fraction = 0?)")
     t0 = time.perf_counter()
-    prompts = [adapter.encode_prompt(p) for p in pool]
-    targets = [target_ids(adapter, target_text(spec, p)) for p in pool]
+    # encoded on first draw: a pool larger than steps × batch_size is never encoded whole
+    encoded: dict[int, tuple[Any, list[int]]] = {}
+
+    def example(i: int) -> tuple[Any, list[int]]:
+        if i not in encoded:
+            encoded[i] = (adapter.encode_prompt(pool[i]), target_ids(adapter, target_text(spec, pool[i])))
+        return encoded[i]
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)
         model = adapter.load_model(device=device)
@@ -197,11 +203,9 @@ def train_warm_start(
         every = log_every or max(1, spec.steps // 20)
         for step in range(spec.steps):
             idx = order.sample(range(len(pool)), min(spec.batch_size, len(pool)))
+            batch = [example(i) for i in idx]
             scored = adapter.completion_logprobs(
-                model,
-                [prompts[i] for i in idx],
-                [targets[i] for i in idx],
-                micro_batch_size=spec.batch_size,
+                model, [b[0] for b in batch], [b[1] for b in batch], micro_batch_size=spec.batch_size
             )
             loss = -(scored.logprobs.sum() / scored.mask.sum().clamp(min=1))
             for group in optimizer.param_groups:
