@@ -40,7 +40,6 @@ def build_cohort(
     import torch
 
     from corl_vl.train.cohort import Cohort
-
     from corl_vl.train.device_placement import placement_for
 
     torch.manual_seed(cfg.train.seed)

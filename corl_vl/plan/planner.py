@@ -130,6 +130,26 @@ class Plan:
         more = [f["change"] for f in self.fixes if "stacked" not in f]
         return more[0] if more else None
 
+    def refusal(self) -> str:
+        """Why the run does not fit, in one line: the shortfall (or the vLLM share too small) and the first fix."""
+        s = self.settings
+        where = f"{s.gpus} × {round(s.gpu_memory / ar.GIB, 1):g} GiB GPU(s)"
+        if self.shortfall:
+            fullest = max(self.device_peak, key=lambda d: self.device_peak[d])
+            short = self.shortfall
+            amount = f"{short / ar.GIB:.1f} GiB" if short >= ar.GIB // 10 else f"{short / 2**20:.0f} MiB"
+            why = f"short by {amount} on GPU {fullest}"
+        else:
+            a = max(self.agents, key=lambda a: a.vllm_needed - a.items.get("vllm_reserved", 0))
+            why = (
+                f"agent {a.name}'s vLLM engine needs {a.vllm_needed / ar.GIB:.1f} GiB, its share "
+                f"(rollout.gpu_memory_utilization) is {a.items.get('vllm_reserved', 0) / ar.GIB:.1f} GiB"
+            )
+        fix = self.first_fix or "none of the plan's levers is enough"
+        return (
+            f"memory plan: the run does not fit on {where}: {why}; first fix: {fix} (details: corl-vl plan)"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "fits": self.fits,
@@ -210,7 +230,9 @@ def plan_for_config(
 
 
 def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
-    where = place_agents(cfg.agent_names(), [a.devices for a in cfg.agents], [f"cuda:{d}" for d in range(s.gpus)])
+    where = place_agents(
+        cfg.agent_names(), [a.devices for a in cfg.agents], [f"cuda:{d}" for d in range(s.gpus)]
+    )
     vllm = cfg.rollout.engine in ("vllm", "auto")
     max_len = PROMPT_TEXT_TOKENS + cfg.grpo.max_new_tokens
     agents: list[AgentPlan] = []
@@ -266,7 +288,9 @@ def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
     if not device_peak:
         raise CorlError("plan: every agent is on the CPU (agents[i].devices); there is no GPU memory to plan")
     if where.shared:
-        notes.append("agents sharing a GPU take turns; the idle ones' fp32 masters and AdamW state wait in CPU memory")
+        notes.append(
+            "agents sharing a GPU take turns; the idle ones' fp32 masters and AdamW state wait in CPU memory"
+        )
     if cfg.train.gradient_checkpointing is None:
         notes.append("train.gradient_checkpointing unset: on, the GPU default")
     if s.disable_dropout:

@@ -46,7 +46,9 @@ def check_device_names(agents: Sequence[Any], bad: Any) -> None:
             continue
         key = f"agents.{i}.devices"
         if not agent.devices:
-            raise bad(key, "an empty list; leave it out to have the agent placed, or name a device like cuda:0")
+            raise bad(
+                key, "an empty list; leave it out to have the agent placed, or name a device like cuda:0"
+            )
         names = [normalise_device(d) for d in agent.devices]
         for raw, name in zip(agent.devices, names):
             if name is None:
@@ -100,7 +102,9 @@ class DevicePlacement:
                     "fp32 masters wait in CPU memory between turns)"
                 )
             if len(self.devices[i]) > 1:
-                line += f"; one process trains on {self.home(i)} (set distributed.deepspeed for one rank per GPU)"
+                line += (
+                    f"; one process trains on {self.home(i)} (set distributed.deepspeed for one rank per GPU)"
+                )
             out.append(line)
         if self.leftover:
             out.append(f"placement: no agent uses {', '.join(self.leftover)}")
@@ -109,7 +113,9 @@ class DevicePlacement:
     def to_dict(self) -> dict[str, Any]:
         return {
             "agents": {name: list(d) for name, d in zip(self.names, self.devices)},
-            "takes_turns": {n: [self.names[j] for j in self.takes_turns(i)] for i, n in enumerate(self.names)},
+            "takes_turns": {
+                n: [self.names[j] for j in self.takes_turns(i)] for i, n in enumerate(self.names)
+            },
             "leftover": list(self.leftover),
         }
 
@@ -144,18 +150,19 @@ def place_agents(
         slots[i] = [slot_of.get(name) for name in chosen]
         claimed.update(s for s in slots[i] if s is not None)
     auto = [i for i, d in enumerate(devices) if d is None]
-    free = [s for s in range(len(visible)) if s not in claimed] or list(range(len(visible)))
+    free = [s for s in range(len(visible)) if s not in claimed]
     used = set(claimed)
     if not visible:
         for i in auto:
             devices[i], slots[i] = ["cpu"], [None]
-    elif len(free) >= len(auto):
+    elif free and len(free) >= len(auto):
         block = len(free) // max(len(auto), 1)
         for k, i in enumerate(auto):
             slots[i] = list(free[k * block : (k + 1) * block])
             devices[i] = [visible[s] for s in slots[i]]
             used.update(slots[i])
-    else:
+    else:  # fewer devices than agents (or every one named by an override): one each, shared in turns
+        free = free or list(range(len(visible)))
         for k, i in enumerate(auto):
             slots[i] = [free[k % len(free)]]
             devices[i] = [visible[slots[i][0]]]

@@ -73,7 +73,9 @@ def _move(param: torch.Tensor, device: torch.device) -> int:
     return param.numel() * param.element_size() + (0 if grad is None else grad.numel() * grad.element_size())
 
 
-def turn_offloads(agents: list[Any], placement: Any, optimizer_offload: str = "none") -> dict[str, TurnOffload]:
+def turn_offloads(
+    agents: list[Any], placement: Any, optimizer_offload: str = "none"
+) -> dict[str, TurnOffload]:
     """One :class:`TurnOffload` per agent that takes turns on a shared device, already offloaded (every agent
     is idle until its first update). None needed when ``optimizer.offload: cpu`` keeps the state in host memory."""
     if placement is None or optimizer_offload != "none":

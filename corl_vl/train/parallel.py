@@ -26,7 +26,9 @@ class AgentPhases:
     """``map(fn, items)``: ``fn`` over each agent's item, in order, or concurrently (one thread per lane;
     ``lanes``: groups of agent indices that run one after another, default one lane per agent)."""
 
-    def __init__(self, n_agents: int, *, parallel: bool, lanes: Sequence[Sequence[int]] | None = None) -> None:
+    def __init__(
+        self, n_agents: int, *, parallel: bool, lanes: Sequence[Sequence[int]] | None = None
+    ) -> None:
         self.lanes = [list(lane) for lane in lanes] if lanes is not None else [[i] for i in range(n_agents)]
         self.parallel = parallel and len(self.lanes) > 1
         self.total_threads = torch.get_num_threads()
