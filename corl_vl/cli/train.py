@@ -187,7 +187,7 @@ def train_argv(args: argparse.Namespace) -> list[str]:
         ("--resume", args.resume),
         ("--no-progress", args.no_progress),
         ("--allow-unsafe-checkpoint", args.allow_unsafe_checkpoint),
-        ("--skip-plan", True),  # this process planned the run already
+        ("--skip-plan", args.skip_plan),
     ):
         argv += [flag] if on else []
     return argv + (["--allow-config-change", *args.allow_config_change] if args.allow_config_change else [])
