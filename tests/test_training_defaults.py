@@ -11,10 +11,10 @@ import shutil
 
 import torch
 
-from corl_vl.config import config_from_dict
+from corl_vl.config import TrainConfig, config_from_dict
 from corl_vl.data.synth import generate_problems
 from corl_vl.train.agent import Agent
-from corl_vl.train.training_defaults import checkpointing_on
+from corl_vl.train.training_defaults import apply_training_defaults, checkpointing_on
 from model_adapters.registry import create_adapter
 
 
@@ -22,6 +22,11 @@ def test_checkpointing_default_follows_the_device():
     assert checkpointing_on(None, "cuda:1") and checkpointing_on(None, "cuda")
     assert not checkpointing_on(None, "cpu")
     assert checkpointing_on(True, "cpu") and not checkpointing_on(False, "cuda:0")
+    adapter = create_adapter("tiny-qwen2.5")
+    for device, on in (("cuda:0", True), ("cpu", False)):
+        model = adapter.load_model()  # on the CPU: the device named is the one the agent would train on
+        apply_training_defaults(model, TrainConfig(), device)
+        assert model.is_gradient_checkpointing is on, device
 
 
 def _dropout_checkpoint(tiny_checkpoint, tmp_path):
