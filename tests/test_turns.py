@@ -102,3 +102,23 @@ def test_offload_between_turns_trains_the_same_weights():
     assert len(m_a) == len(m_b) > 0 and all(torch.equal(x, y) for x, y in zip(m_a, m_b))
     assert len(v_a) == len(v_b) > 0 and all(torch.equal(x, y) for x, y in zip(v_a, v_b))
     assert any(not torch.equal(v, torch.zeros_like(v)) for v in v_b)  # the runs trained
+
+
+def test_a_resume_while_offloaded_continues_as_the_uninterrupted_run(tmp_path):
+    """The checkpoint is saved and loaded while both agents' state waits in host memory; the next step then
+    matches the run that went on without stopping."""
+    from corl_vl.train.checkpoint import load_checkpoint, save_checkpoint
+
+    cfg = _cfg(parallel=False)
+    straight = build_cohort(cfg, visible_devices=["cpu"])
+    straight.step()
+    saved = save_checkpoint(tmp_path, straight)
+    straight.step()
+    resumed = build_cohort(cfg, visible_devices=["cpu"])
+    assert load_checkpoint(saved, resumed) == 1
+    resumed.step()
+    for a, b in zip(straight.agents, resumed.agents):
+        assert resumed.offloads[b.name].away
+        for (name, p), q in zip(a.model.named_parameters(), b.model.parameters()):
+            assert torch.equal(p, q), name
+        assert all(torch.equal(x, y) for (_, x), (_, y) in zip(a.backend.masters, b.backend.masters))
