@@ -105,8 +105,10 @@ def train(
             "(one process group per agent), or drop the setting"
         )
     devices = placement_for(cfg, visible_devices) if dist is None and device is None else None
-    for line in devices.lines() if devices is not None else ():
-        log.info(line)
+    if devices is not None:  # every agent on the CPU (no GPU) is not news: a debug line
+        gpu = devices.shared or any(d != "cpu" for names in devices.devices for d in names)
+        for line in devices.lines():
+            log.log(logging.INFO if gpu else logging.DEBUG, line)
     run_dir = Path(cfg.train.output_dir)
     previous = latest_checkpoint(run_dir)
     if previous is not None and not resume:

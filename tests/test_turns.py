@@ -5,10 +5,16 @@ CPU stands in for the shared GPU."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 import torch
 
+import corl_vl.recipe as recipe
 from corl_vl.config import config_from_dict
+from corl_vl.errors import CorlError
 from corl_vl.recipe import build_cohort
+from corl_vl.train.checkpoint import load_checkpoint, save_checkpoint
 from corl_vl.train.offload import TurnOffload
 from model_adapters.registry import create_adapter
 
@@ -107,8 +113,6 @@ def test_offload_between_turns_trains_the_same_weights():
 def test_a_resume_while_offloaded_continues_as_the_uninterrupted_run(tmp_path):
     """The checkpoint is saved and loaded while both agents' state waits in host memory; the next step then
     matches the run that went on without stopping."""
-    from corl_vl.train.checkpoint import load_checkpoint, save_checkpoint
-
     cfg = _cfg(parallel=False)
     straight = build_cohort(cfg, visible_devices=["cpu"])
     straight.step()
@@ -122,3 +126,20 @@ def test_a_resume_while_offloaded_continues_as_the_uninterrupted_run(tmp_path):
         for (name, p), q in zip(a.model.named_parameters(), b.model.parameters()):
             assert torch.equal(p, q), name
         assert all(torch.equal(x, y) for (_, x), (_, y) in zip(a.backend.masters, b.backend.masters))
+
+
+def test_the_first_log_lines_say_where_each_agent_is(tmp_path, monkeypatch, caplog):
+    def stop(*args, **kwargs):
+        raise CorlError("stopped before the models")
+
+    monkeypatch.setattr(recipe, "build_cohort", stop)
+    cfg = _cfg()
+    cfg.train.output_dir = str(tmp_path / "run")
+    with caplog.at_level(logging.INFO, logger="corl_vl"), pytest.raises(CorlError, match="before the models"):
+        recipe.train(cfg, visible_devices=["cpu"])
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("placement:")]
+    assert [line.split(" (")[0] for line in lines] == [
+        "placement: agent a on cpu",
+        "placement: agent b on cpu",
+    ]
+    assert "takes turns with b; its optimizer state and fp32 masters wait in CPU memory" in lines[0]
