@@ -143,3 +143,21 @@ def test_the_first_log_lines_say_where_each_agent_is(tmp_path, monkeypatch, capl
         "placement: agent b on cpu",
     ]
     assert "takes turns with b; its optimizer state and fp32 masters wait in CPU memory" in lines[0]
+
+
+def test_lanes_overlap_while_the_agents_of_one_lane_run_in_order():
+    from corl_vl.train.parallel import AgentPhases
+
+    phases = AgentPhases(3, parallel=True, lanes=[[0, 2], [1]])
+    seen: list[int] = []
+    assert phases.map(lambda i: seen.append(i) or i * 10, [0, 1, 2]) == [0, 10, 20]
+    assert seen.index(0) < seen.index(2)
+
+    def fail(i):
+        if i:
+            raise ValueError(f"agent {i}")
+        return i
+
+    with pytest.raises(ValueError, match="agent 1"):  # the first failing agent in agent order, not lane order
+        phases.map(fail, [0, 1, 2])
+    phases.close()

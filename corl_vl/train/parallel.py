@@ -39,19 +39,26 @@ class AgentPhases:
         if self._pool is None:
             return [fn(item) for item in items]
 
-        def run(lane: list[int]) -> list[R]:
+        def run(lane: list[int]) -> tuple[list[R], tuple[int, BaseException] | None]:
             torch.set_num_threads(self.threads_per_agent)  # per thread: this worker's OpenMP team size
-            return [fn(items[i]) for i in lane]
+            done: list[R] = []
+            for i in lane:  # a lane stops at its first failing agent
+                try:
+                    done.append(fn(items[i]))
+                except BaseException as err:  # re-raised below, in agent order
+                    return done, (i, err)
+            return done, None
 
         try:
             futures = [self._pool.submit(run, lane) for lane in self.lanes]
             wait(futures)  # every lane finishes its phase before an error is raised
-            failed = [(min(lane), f) for lane, f in zip(self.lanes, futures) if f.exception() is not None]
-            if failed:  # re-raises the failing lane whose agents come first in agent order
-                min(failed, key=lambda pair: pair[0])[1].result()
+            results = [f.result() for f in futures]
+            failed = [failure for _, failure in results if failure is not None]
+            if failed:  # the first failing agent's error, in agent order
+                raise min(failed, key=lambda failure: failure[0])[1]
             out: dict[int, R] = {}
-            for lane, future in zip(self.lanes, futures):
-                out.update(zip(lane, future.result()))
+            for lane, (done, _) in zip(self.lanes, results):
+                out.update(zip(lane, done))
             return [out[i] for i in range(len(items))]
         finally:
             # a worker's setting is also the default of threads started later: restore the process's own
