@@ -112,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
     check_config_not_overwritten(args.config, cfg.train.output_dir, resume=args.resume)
     if not args.skip_plan:
         plan_first(cfg, _visible_gpus(), _gpu_memory)
-    # one node, several GPUs: torch's launcher runs this same command in nproc processes. Only a DeepSpeed
-    # config may do that, so other runs do not pay for importing torch to count GPUs
+    # one node, several GPUs: torch's launcher runs this same command in nproc processes (only a DeepSpeed
+    # config may do that)
     nproc = self_launch_processes(cfg, _visible_gpus(), os.environ) if cfg.distributed.deepspeed else None
     if nproc is not None:
         command = self_launch_command(nproc, train_argv(args), sys.executable)
