@@ -41,6 +41,7 @@ def finalize(cfg: Any, source: str) -> Any:
             agent.name = agent.model.rstrip("/").split("/")[-1]
         check_template_date(agent, f"agents.{i}", bad)
     check_config(cfg, bad)  # names that become paths, every number finite and in range
+    check_devices(cfg.agents, bad)  # agents[i].devices: cpu, cuda or cuda:N (visibility: at placement)
     names = cfg.agent_names()
     if len(set(names)) != len(names):
         raise bad("agents", f"agent names must be unique, got {names}")
@@ -64,6 +65,12 @@ def finalize(cfg: Any, source: str) -> Any:
     if cfg.experiment is not None:
         check_experiment(cfg, bad)
     return cfg
+
+
+def check_devices(agents: Any, bad: Any) -> None:
+    from corl_vl.train.device_placement import check_device_names  # no torch: names only
+
+    check_device_names(agents, bad)
 
 
 def check_choices(cfg: Any, bad: Any) -> None:

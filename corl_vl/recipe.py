@@ -27,22 +27,29 @@ def build_cohort(
     device: str | None = None,
     dist: Any = None,
     problems: Sequence[Any] | None = None,
+    placement: Any = None,
+    visible_devices: Sequence[str] | None = None,
 ) -> Any:
     """Every agent this process holds, with its model, optimizer, rollout engine and data view, on ``device``
-    (default: the GPU if there is one, else the CPU). ``problems`` replaces the training data of ``cfg.data``.
+    (every agent there), else in a distributed run on this rank's GPU (or the CPU), else each on its device of
+    ``placement`` (default: placed over ``visible_devices``, by default the GPUs this process sees; agents
+    sharing one take turns, :mod:`corl_vl.train.device_placement`). ``problems`` replaces ``cfg.data``'s.
 
     A config with an ``experiment:`` section must be resolved first (:func:`corl_vl.experiment.resolve`:
     ``train`` does it) so that its agents point at their warm-started bases."""
     import torch
 
     from corl_vl.train.cohort import Cohort
+    from corl_vl.train.device_placement import placement_for
 
     torch.manual_seed(cfg.train.seed)
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        if device == "cuda" and dist is not None:
-            device = f"cuda:{torch.cuda.current_device()}"
-    return Cohort.from_config(cfg, device=device, dist=dist, problems=problems)
+    if device is None and dist is not None:
+        device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
+    if device is None and placement is None:
+        placement = placement_for(cfg, visible_devices)
+    return Cohort.from_config(
+        cfg, device=device or "cpu", dist=dist, problems=problems, placement=None if device else placement
+    )
 
 
 def train(
@@ -55,6 +62,7 @@ def train(
     prepare: Callable[[Any], None] | None = None,
     allow_config_change: Sequence[str] = (),
     allow_unsafe_checkpoint: bool = False,
+    visible_devices: Sequence[str] | None = None,
 ) -> Any:
     """Run (or resume) a cohort to ``train.max_steps``; returns the :class:`~corl_vl.train.loop.TrainingRun`
     (``run.run_dir`` is the run folder, ``run.evals`` the held-out and validation results).
@@ -63,6 +71,7 @@ def train(
     use it to control what an engine reports). A run folder that already has checkpoints is only continued
     with ``resume=True`` and the settings it was started with (``allow_config_change`` names keys that may
     differ). Nothing is written to the run folder before every check that needs no model has passed.
+    One process places its agents over ``visible_devices`` (default: the GPUs it sees) and logs where.
     """
     from corl_vl.train.preflight import check_data, check_deepspeed, check_models_available
 
@@ -73,6 +82,7 @@ def train(
     from corl_vl.experiment import HeldoutEval, heldout_set, resolve
     from corl_vl.train.callbacks import standard_callbacks
     from corl_vl.train.checkpoint import latest_checkpoint, load_checkpoint
+    from corl_vl.train.device_placement import placement_for
     from corl_vl.train.distributed import launched_world_size, setup
     from corl_vl.train.interrupts import StopOnSignal, StopRequest, resume_command
     from corl_vl.train.loop import fit
@@ -94,6 +104,11 @@ def train(
             "distributed.deepspeed is set but this is a single process; launch with torchrun / accelerate launch "
             "(one process group per agent), or drop the setting"
         )
+    devices = placement_for(cfg, visible_devices) if dist is None and device is None else None
+    if devices is not None:  # every agent on the CPU (no GPU) is not news: a debug line
+        gpu = devices.shared or any(d != "cpu" for names in devices.devices for d in names)
+        for line in devices.lines():
+            log.log(logging.INFO if gpu else logging.DEBUG, line)
     run_dir = Path(cfg.train.output_dir)
     previous = latest_checkpoint(run_dir)
     if previous is not None and not resume:
@@ -114,7 +129,7 @@ def train(
     main = dist is None or dist.is_main
     if main:
         _start_run_folder(run_dir, record)
-    cohort = build_cohort(cfg, device=device, dist=dist, problems=problems)
+    cohort = build_cohort(cfg, device=device, dist=dist, problems=problems, placement=devices)
     if prepare is not None:
         prepare(cohort)
     start = (

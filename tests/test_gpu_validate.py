@@ -42,10 +42,15 @@ def test_h200_image_with_the_full_size_presets_runs_the_hf_sections_within_8_min
 def test_this_checkout_names_what_each_gpu_section_still_lacks():
     plan = sections.make_plan(H200, sections.code_here(), sections.BY_NAME, budget_s=480)
     reasons = {s["section"]: s["reason"] for s in plan.skipped}
-    # the full-size presets are here (issue #23); placement sharing and LoRA are not yet
-    assert [s.name for s in plan.run] == ["pair_memory", "logprob_tail", "throughput", "hf_drift"]
-    assert set(reasons) == {
+    # the full-size presets and placement are here (issue #23); LoRA is not yet
+    assert [s.name for s in plan.run] == [
+        "pair_memory",
         "placement",
+        "logprob_tail",
+        "throughput",
+        "hf_drift",
+    ]
+    assert set(reasons) == {
         "lora",
         "sync",
         "drift",
@@ -53,9 +58,8 @@ def test_this_checkout_names_what_each_gpu_section_still_lacks():
         "uneven_placement",
         "tp_rollout",
     }
-    for name in ("placement", "lora"):
-        assert "issue #23" in reasons[name] and "not in this checkout" in reasons[name], name
-    assert "LoRA and frozen parts" in reasons["lora"]
+    assert "issue #23" in reasons["lora"] and "not in this checkout" in reasons["lora"]
+    assert "LoRA" in reasons["lora"]
 
 
 def test_sections_and_budget_choose_and_cut_and_shared_runs_cost_once():
@@ -112,6 +116,25 @@ def test_the_logprob_tail_check_backpropagates_through_a_real_vocabulary_head():
     result = checks_hf.logprob_tail(batch=2, tokens=16, vocab=32_000, hidden=256, dtype="float32")
     assert result["ok"] and result["vocab"] == 32_000
     assert result["peak_above_model_gib"] is None  # a CUDA counter: not measured on CPU
+
+
+def test_the_dry_run_for_the_h200_image_lists_the_placement_check(capsys):
+    assert validate.main(["--dry-run", "--env", "h200-image"]) == 0
+    out = capsys.readouterr().out
+    running = out.split("would run:")[1].split("skipped:")[0]
+    assert "placement        ≈   90 s  both agents of the pair time-shared on one GPU" in running
+
+
+@pytest.mark.slow  # two tiny VLM agents, two real steps on one injected device
+def test_the_placement_check_runs_the_tiny_pair_in_turns_on_cpu():
+    import checks_place
+
+    result = checks_place.placement(list(sections.TINY_PAIR), dtype="float32", max_new_tokens=4, steps=1)
+    assert result["ok"] and result["lanes"] == [[0, 1]]
+    assert set(result["offloaded_gib"]) == {"agent0", "agent1"} and min(result["offloaded_gib"].values()) > 0
+    assert [len(t) for t in result["turns"].values()] == [1, 1]
+    assert result["idle_gib"] == [None] and result["plan"] is None  # CUDA counters: not on CPU
+    assert "lanes [[0, 1]]" in validate.details("placement", result)
 
 
 def test_the_table_shows_errors_in_one_line_and_names_skipped_models():

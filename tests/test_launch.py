@@ -163,6 +163,7 @@ def test_the_self_launch_reruns_the_same_train_command_under_torchs_launcher():
         resume=True,
         no_progress=False,
         allow_unsafe_checkpoint=False,
+        skip_plan=True,
         allow_config_change=["train.lr"],
     )
     argv = train_argv(args)
@@ -179,6 +180,7 @@ def test_the_self_launch_reruns_the_same_train_command_under_torchs_launcher():
         "--output-dir",
         "runs/x",
         "--resume",
+        "--skip-plan",
         "--allow-config-change",
         "train.lr",
     ]

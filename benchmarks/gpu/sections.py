@@ -173,8 +173,8 @@ CODE: dict[str, tuple[str, Callable[[], bool]]] = {
     ),
     "hf_checks": ("the HF-engine check (checks_hf.hf_agent)", lambda: _check_exists("checks_hf", "hf_agent")),
     "placement_check": (
-        "a placement check in benchmarks/gpu (written with issue #23's placement)",
-        lambda: _check_exists("checks_hf", "placement"),
+        "the placement check (checks_place.placement)",
+        lambda: _check_exists("checks_place", "placement"),
     ),
     "agent_gpus": (
         "per-agent GPU counts (agents[i].gpus, issue #27)",

@@ -93,6 +93,14 @@ def jobs(section: str, args: argparse.Namespace, on_gpu: bool) -> tuple[list[Job
             else {"dtype": "float32", "problems": 2, "k": 2, "max_new_tokens": 8, "steps": 2}
         )
         return [("hf_agent", m, {"model": m, **size}) for m in payload_models(section, on_gpu)], []
+    if section == "placement":
+        size = (
+            {"dtype": "bfloat16", "problems": 2, "k": 2, "max_new_tokens": 64, "steps": 2}
+            if on_gpu
+            else {"dtype": "float32", "problems": 2, "k": 2, "max_new_tokens": 8, "steps": 2}
+        )
+        models = list(payload_models(section, on_gpu))
+        return [("placement", " + ".join(models) + " on 1 device", {"models": models, **size})], []
     if section == "logprob_tail":
         size = (
             {} if on_gpu else {"batch": 2, "tokens": 32, "vocab": 32_000, "hidden": 256, "dtype": "float32"}
@@ -129,6 +137,16 @@ def details(section: str, r: dict[str, Any]) -> str:
         peak = "n/a on CPU" if r.get("peak_memory_gib") is None else f"{r['peak_memory_gib']:.1f} GiB"
         plan = r.get("plan", {})
         return f"peak {peak}; plan: {plan.get('error') or json.dumps(plan)[:80]}"
+    if section == "placement":
+        idle, plan = r["idle_gib"][-1], r.get("plan") or {}
+        if idle is None:
+            return f"lanes {r['lanes']}, peak memory n/a on CPU, steps {[round(s, 1) for s in r['step_s']]} s"
+        peaks = {n: round(max(t["peak_gib"] for t in ts), 1) for n, ts in r["turns"].items()}
+        moved = {n: round(g, 1) for n, g in r["offloaded_gib"].items()}
+        return (
+            f"update peak per agent {json.dumps(peaks)} GiB, both idle {idle:.1f} GiB, offloaded {json.dumps(moved)} "
+            f"GiB, plan {plan.get('device_peak_gib', 0):.1f} GiB, steps {[round(s, 1) for s in r['step_s']]} s"
+        )
     if section == "logprob_tail":
         peak = r.get("peak_above_model_gib")
         return (
@@ -207,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         import checks
         import checks_dist
         import checks_hf
+        import checks_place
 
         fn = {
             "sync": checks.sync_order,
@@ -216,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             "tp_rollout": checks_dist.tp_rollout,
             "hf_agent": checks_hf.hf_agent,
             "logprob_tail": checks_hf.logprob_tail,
+            "placement": checks_place.placement,
         }[args.run_one]
         Path(args.emit).write_text(json.dumps(fn(**json.loads(args.payload))))
         return 0

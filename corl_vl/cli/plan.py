@@ -68,12 +68,14 @@ def render(plan) -> str:
     s = data["settings"]
     lines = [
         f"memory plan: {s['gpus']} GPU(s) × {s['gpu_memory_gib']:.0f} GiB, micro-batch {s['micro_batch']}, "
-        f"checkpointing {'on' if s['checkpointing'] else 'off'}, ZeRO stage {s['zero_stage']}"
+        f"checkpointing {'on' if s['checkpointing'] else 'off'}, ZeRO stage {s['zero_stage']}, "
+        f"dropout {'zeroed' if s['disable_dropout'] else 'as the model has it'}"
     ]
     for agent in data["agents"]:
+        turns = agent["takes_turns_with"]
         lines.append(
-            f"  {agent['name']} ({agent['model']}) on GPU {agent['device']}"
-            + (f"–{agent['device'] + agent['ranks'] - 1}" if agent["ranks"] > 1 else "")
+            f"  {agent['name']} ({agent['model']}) on {', '.join(agent['devices'])}"
+            + (f", taking turns with {', '.join(turns)}" if turns else "")
             + f": peak {agent['peak_gib']:.1f} GiB"
         )
         for item, gib in agent["items_gib"].items():

@@ -23,6 +23,8 @@ import logging
 import os
 import shlex
 import sys
+from collections.abc import Callable
+from typing import Any
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -67,6 +69,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "config.yaml's history",
     )
     parser.add_argument(
+        "--skip-plan",
+        action="store_true",
+        help="train even when the memory plan (corl-vl plan, run first on GPUs) says the run does not fit",
+    )
+    parser.add_argument(
         "--allow-unsafe-checkpoint",
         action="store_true",
         help="with --resume: load an older checkpoint's pickled state even though pickles can run code "
@@ -103,8 +110,10 @@ def run(args: argparse.Namespace) -> int:
         cfg = pair_config(presets, [item for item in overrides if item not in later])
         cfg = finalize(apply_overrides(tiny_pair_experiment(cfg), later), "--pair")
     check_config_not_overwritten(args.config, cfg.train.output_dir, resume=args.resume)
-    # one node, several GPUs: torch's launcher runs this same command in nproc processes. Only a DeepSpeed
-    # config may do that, so other runs do not pay for importing torch to count GPUs
+    if not args.skip_plan:
+        plan_first(cfg, _visible_gpus(), _gpu_memory)
+    # one node, several GPUs: torch's launcher runs this same command in nproc processes (only a DeepSpeed
+    # config may do that)
     nproc = self_launch_processes(cfg, _visible_gpus(), os.environ) if cfg.distributed.deepspeed else None
     if nproc is not None:
         command = self_launch_command(nproc, train_argv(args), sys.executable)
@@ -131,6 +140,33 @@ def _visible_gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def _gpu_memory() -> int:
+    """Bytes of the first visible GPU."""
+    import torch
+
+    return int(torch.cuda.get_device_properties(0).total_memory)
+
+
+def plan_first(cfg: Any, gpus: int, gpu_memory: Callable[[], int]) -> None:
+    """The memory plan of a run on ``gpus`` GPUs, before any model loads: one line why it does not fit, with the
+    first fix, or one log line that it does. On a CPU-only run there is nothing to plan."""
+    from corl_vl.errors import CorlError
+    from corl_vl.plan import plan_for_config
+
+    if not gpus:
+        log.debug("memory plan: no GPU visible, nothing to plan")
+        return
+    memory = gpu_memory()
+    try:
+        plan = plan_for_config(cfg, gpus, memory)
+    except CorlError as err:
+        raise CorlError(f"{err} (--skip-plan trains without the memory plan)") from None
+    if not plan.fits:
+        raise CorlError(f"{plan.refusal()}; --skip-plan trains anyway")
+    fullest = max(plan.device_peak.values())
+    log.info("memory plan: fits, %.1f of %.1f GiB on the fullest GPU", fullest / 2**30, memory / 2**30)
+
+
 def train_argv(args: argparse.Namespace) -> list[str]:
     """This ``corl-vl train`` invocation as arguments, for the processes it starts itself."""
     argv = [
@@ -151,6 +187,7 @@ def train_argv(args: argparse.Namespace) -> list[str]:
         ("--resume", args.resume),
         ("--no-progress", args.no_progress),
         ("--allow-unsafe-checkpoint", args.allow_unsafe_checkpoint),
+        ("--skip-plan", args.skip_plan),
     ):
         argv += [flag] if on else []
     return argv + (["--allow-config-change", *args.allow_config_change] if args.allow_config_change else [])

@@ -5,9 +5,11 @@ and the reason is arithmetic. :func:`plan_for_config` reads only the config and 
 (:func:`model_adapters.memory_facts.memory_facts`: published configs, no download) and applies
 :mod:`corl_vl.plan.arithmetic`.
 
-Placement: with G ≥ N GPUs agent i gets its own block of G // N devices (its data-parallel ranks); with G < N the
-agents are spread round-robin and agents on one device take turns (their training state stays resident; only
-one micro-batch's activations are live at a time). Levers are tried in order of cost, each on top of the previous.
+Placement is the trainer's (:func:`corl_vl.train.device_placement.place_agents`, ``agents[i].devices`` included):
+with G ≥ N GPUs agent i gets its own block of G // N devices (its data-parallel ranks); with G < N the agents are
+spread round-robin and agents on one device take turns: the idle ones keep their weights (and vLLM share) on it,
+their fp32 masters and optimizer state wait in CPU memory. Levers are tried in order of cost, each on top of the
+previous. ``train.gradient_checkpointing: null`` is planned as on (the GPU default).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.train.device_placement import place_agents
+from corl_vl.train.training_defaults import checkpointing_on
 
 from . import arithmetic as ar
 
@@ -42,6 +46,7 @@ class Settings:
     lora: bool = False
     gpu_memory_utilization: float = 0.45
     device: str = "cuda"
+    disable_dropout: bool = True
 
 
 @dataclass
@@ -55,12 +60,19 @@ class AgentPlan:
         default_factory=dict
     )  # activations with / without checkpointing
     vllm_needed: int = 0  # vLLM weights + KV cache at max_model_len + overhead (must fit its reserved share)
+    devices: list[str] = field(default_factory=list)  # its device names (the trainer's placement)
+    turns_with: list[str] = field(default_factory=list)  # agents it takes turns with on its device
 
     @property
     def resident(self) -> int:
         """What stays on the device between this agent's turns (weights and optimizer, reserved vLLM share)."""
         keep = ("weights", "master_weights", "optimizer_state", "vllm_reserved")
         return sum(v for k, v in self.items.items() if k in keep)
+
+    @property
+    def away(self) -> int:
+        """What waits in CPU memory while the agent is idle on a shared device (fp32 masters, AdamW state)."""
+        return self.items["master_weights"] + self.items["optimizer_state"]
 
     @property
     def peak(self) -> int:
@@ -118,6 +130,26 @@ class Plan:
         more = [f["change"] for f in self.fixes if "stacked" not in f]
         return more[0] if more else None
 
+    def refusal(self) -> str:
+        """Why the run does not fit, in one line: the shortfall (or the vLLM share too small) and the first fix."""
+        s = self.settings
+        where = f"{s.gpus} × {round(s.gpu_memory / ar.GIB, 1):g} GiB GPU(s)"
+        if self.shortfall:
+            fullest = max(self.device_peak, key=lambda d: self.device_peak[d])
+            short = self.shortfall
+            amount = f"{short / ar.GIB:.1f} GiB" if short >= ar.GIB // 10 else f"{short / 2**20:.0f} MiB"
+            why = f"short by {amount} on GPU {fullest}"
+        else:
+            a = max(self.agents, key=lambda a: a.vllm_needed - a.items.get("vllm_reserved", 0))
+            why = (
+                f"agent {a.name}'s vLLM engine needs {a.vllm_needed / ar.GIB:.1f} GiB, its share "
+                f"(rollout.gpu_memory_utilization) is {a.items.get('vllm_reserved', 0) / ar.GIB:.1f} GiB"
+            )
+        fix = self.first_fix or "none of the plan's levers is enough"
+        return (
+            f"memory plan: the run does not fit on {where}: {why}; first fix: {fix} (details: corl-vl plan)"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "fits": self.fits,
@@ -133,6 +165,8 @@ class Plan:
                     "model": a.model,
                     "device": a.device,
                     "ranks": a.ranks,
+                    "devices": a.devices,
+                    "takes_turns_with": a.turns_with,
                     "peak_gib": round(a.peak / ar.GIB, 2),
                     "vllm_needed_gib": round(a.vllm_needed / ar.GIB, 2),
                     "items_gib": {k: round(v / ar.GIB, 3) for k, v in a.items.items()},
@@ -181,10 +215,11 @@ def plan_for_config(
         gpus=gpus,
         gpu_memory=gpu_memory,
         micro_batch=cfg.grpo.micro_batch_size,
-        checkpointing=cfg.train.gradient_checkpointing,
+        checkpointing=checkpointing_on(cfg.train.gradient_checkpointing, "cuda"),
         zero_stage=stage,
         offload_optimizer=offload,
         gpu_memory_utilization=cfg.rollout.gpu_memory_utilization,
+        disable_dropout=cfg.train.disable_dropout,
     )
     settings = dataclasses.replace(settings, **levers)
     facts = [(facts_for or _facts)(a) for a in cfg.agents]
@@ -195,8 +230,9 @@ def plan_for_config(
 
 
 def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
-    n = len(cfg.agents)
-    per_agent = max(1, s.gpus // n) if s.gpus >= n else 1
+    where = place_agents(
+        cfg.agent_names(), [a.devices for a in cfg.agents], [f"cuda:{d}" for d in range(s.gpus)]
+    )
     vllm = cfg.rollout.engine in ("vllm", "auto")
     max_len = PROMPT_TEXT_TOKENS + cfg.grpo.max_new_tokens
     agents: list[AgentPlan] = []
@@ -206,7 +242,7 @@ def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
         images = IMAGES_PER_PROMPT if f.image_tokens else 0
         seq = max_len + images * f.image_tokens
         work = ar.Workload(s.micro_batch, seq, cfg.grpo.max_new_tokens, images, s.checkpointing, wb)
-        ranks = per_agent if s.gpus >= n else 1
+        ranks = len(where.devices[index])
         # one process (one GPU) runs the Torch backend; DeepSpeed needs a launch (more GPUs, or offload)
         stage = s.zero_stage if s.gpus > 1 or s.offload_optimizer else 0
         sharding = ar.Sharding(ranks, stage, s.offload_optimizer, s.device)
@@ -216,13 +252,16 @@ def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
             "checkpointing_on": ar.activations(f, work if work.checkpointing else other),
             "checkpointing_off": ar.activations(f, other if work.checkpointing else work),
         }
+        first = where.slots[index][0]
         plan = AgentPlan(
             agent.name,
             agent.model,
-            (index * per_agent) % s.gpus if s.gpus >= n else index % s.gpus,
+            -1 if first is None else first,  # -1: a cpu override, on no GPU
             ranks,
             items,
             activation_settings=info,
+            devices=where.devices[index],
+            turns_with=[where.names[j] for j in where.takes_turns(index)],
         )
         concurrent = cfg.data.problems_per_step * cfg.grpo.k
         if vllm:
@@ -240,9 +279,22 @@ def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
         here = [a for a in agents if a.device <= d < a.device + a.ranks]
         if not here:
             continue
-        # agents sharing a device take turns: all stay resident, one at a time adds its working memory
-        resident = sum(a.resident for a in here)
-        device_peak[d] = resident + max(a.peak - a.resident for a in here)
+        # agents sharing a device take turns: the idle ones keep their weights and vLLM share on it, their
+        # masters and optimizer state in CPU memory (train/offload.py); one at a time adds its working memory
+        away = [a.away if len(here) > 1 else 0 for a in here]
+        idle = [a.resident - x for a, x in zip(here, away)]
+        work = [max(a.update_peak, a.rollout_peak - x) - i for a, x, i in zip(here, away, idle)]
+        device_peak[d] = sum(idle) + max(work)
+    if not device_peak:
+        raise CorlError("plan: every agent is on the CPU (agents[i].devices); there is no GPU memory to plan")
+    if where.shared:
+        notes.append(
+            "agents sharing a GPU take turns; the idle ones' fp32 masters and AdamW state wait in CPU memory"
+        )
+    if cfg.train.gradient_checkpointing is None:
+        notes.append("train.gradient_checkpointing unset: on, the GPU default")
+    if s.disable_dropout:
+        notes.append("train.disable_dropout: every dropout probability is 0 from the start of training")
     if vllm:
         notes.append(
             f"vLLM max_model_len {max_len} + image tokens; KV cache for {cfg.data.problems_per_step} × "

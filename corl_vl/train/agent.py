@@ -44,6 +44,7 @@ from corl_vl.train.grpo import LossSpec, Normalizer, importance_weights, masked_
 from corl_vl.train.minibatches import batch_rows, merge_updates, mini_batches, old_rows
 from corl_vl.train.nonfinite import rollout_error
 from corl_vl.train.prompt_room import check_prompt_room
+from corl_vl.train.training_defaults import apply_training_defaults
 from model_adapters.registry import create_adapter
 
 _log = logging.getLogger(__name__)
@@ -124,8 +125,7 @@ class Agent:
                 agent_cfg.model, adapter=agent_cfg.adapter, **agent_cfg.adapter_options()
             )
         model = adapter.load_model(device=device)
-        if cfg.train.gradient_checkpointing:
-            model.gradient_checkpointing_enable()
+        apply_training_defaults(model, cfg.train, device)  # checkpointing on GPU, dropout zeroed
         model.train()
         ref = None
         if cfg.grpo.beta > 0:

@@ -39,7 +39,9 @@ from corl_vl.rewards.topology import Topology, from_config
 from corl_vl.train import dynamic, subsets
 from corl_vl.train.agent import Agent, Batch
 from corl_vl.train.backends import launch_backend
+from corl_vl.train.device_placement import DevicePlacement
 from corl_vl.train.distributed import DistContext
+from corl_vl.train.offload import turn, turn_offloads
 from corl_vl.train.parallel import AgentPhases
 from corl_vl.train.prompt_filter import drop_long_prompts
 from corl_vl.train.step_metrics import step_metrics
@@ -154,6 +156,7 @@ class Cohort:
         base: Sequence[Problem],
         *,
         dist: DistContext | None = None,
+        placement: DevicePlacement | None = None,
     ) -> None:
         self.names = cfg.agent_names()
         self.dist = dist
@@ -184,11 +187,14 @@ class Cohort:
         make_state = self.reward.make_state
         self.supervision: Any = make_state(cfg, self.topology, self.names) if make_state else None
         # train.parallel_agents: phases of the agents in concurrent threads (one process holding them all);
-        # rollouts only where every engine is thread-safe (vLLM keeps process-wide forward state)
+        # rollouts only where every engine is thread-safe (vLLM keeps process-wide forward state); agents
+        # sharing a device take turns (one lane), the idle ones' optimizer state in host memory (offload.py)
         parallel = cfg.train.parallel_agents and dist is None
-        self.phases = AgentPhases(len(agents), parallel=parallel)
+        lanes = placement.lanes() if placement is not None else None
+        self.phases = AgentPhases(len(agents), parallel=parallel, lanes=lanes)
         safe = all(getattr(agent.engine, "thread_safe", False) for agent in agents)
         self.rollout_phases = self.phases if safe else AgentPhases(len(agents), parallel=False)
+        self.offloads = turn_offloads(agents, placement, cfg.optimizer.offload)
         dynamic.check(cfg, dist, self.reward)
         self.step_index = 0
         self.dropped_prompts = 0  # data.max_prompt_tokens: problems left out for their prompt's length
@@ -204,8 +210,10 @@ class Cohort:
         device: str = "cpu",
         dist: DistContext | None = None,
         problems: Sequence[Problem] | None = None,
+        placement: DevicePlacement | None = None,
     ) -> Cohort:
-        """Build the agents this process holds (all of them, or in a distributed run its own one).
+        """Build the agents this process holds (all of them, or in a distributed run its own one), each on
+        ``device`` or, with a ``placement`` (one process), on its own device there.
 
         ``problems``: the training problems when the caller already loaded them (``corl-vl train`` checks the
         data before any model loads), else they are loaded from ``cfg.data``."""
@@ -220,13 +228,14 @@ class Cohort:
             view = agent_view(base, cfg, agent_cfg.data_view, text_only=not adapter.supports_images)
             if get_reward(cfg.reward.name).paired_views:  # the original view, plus the rephrase as twins
                 view = paired_views(base, cfg, agent_cfg, text_only=not adapter.supports_images)
-            agents.append(Agent.from_config(agent_cfg, cfg, view, device=device, adapter=adapter))
+            on = placement.home(index) if placement is not None else device
+            agents.append(Agent.from_config(agent_cfg, cfg, view, device=on, adapter=adapter))
         for agent in agents:  # a multi-process launch wraps each agent's weights in its distributed backend
             agent.backend = launch_backend(agent.backend, cfg, dist)
         if cfg.data.max_prompt_tokens is not None and dist is not None:  # each rank sees one agent's prompts
             raise CorlError("data.max_prompt_tokens runs in one process; drop torchrun or the bound")
         base, dropped = drop_long_prompts(base, agents, cfg.data.max_prompt_tokens)
-        cohort = cls(cfg, agents, base, dist=dist)
+        cohort = cls(cfg, agents, base, dist=dist, placement=placement)
         cohort.dropped_prompts = dropped
         return cohort
 
@@ -328,11 +337,12 @@ class Cohort:
         adv, trained = subsets.advantages_and_rows(rewards, cut, mode=grpo.truncated, scale=grpo.advantage)
         prompts, completions = subsets.step_rows(agent_step)
         agent_step.advantages = adv.tolist()
-        m = agent.update(
-            Batch(prompts, completions, subsets.rollout_logprobs(agent_step), adv, trained),
-            old=agent_step.scored,
-            group_size=grpo.k,
-        )
+        with turn(self.offloads.get(agent.name)):  # a shared device: its optimizer state back for the update
+            m = agent.update(
+                Batch(prompts, completions, subsets.rollout_logprobs(agent_step), adv, trained),
+                old=agent_step.scored,
+                group_size=grpo.k,
+            )
         if grpo.truncated != "keep":
             m["truncated/frac"] = float(cut.float().mean())
         t_update = time.perf_counter() - t0
