@@ -180,3 +180,43 @@ def test_weights_are_gathered_for_a_rollout_only_when_the_engine_reads_the_modul
         pass
     assert agent.backend.gathered == gathers
     assert HFEngine.reads_trainer_weights is True
+
+
+def test_the_plans_kv_cache_is_sized_at_the_engines_context():
+    from corl_vl.plan import plan_for_config
+    from corl_vl.plan.arithmetic import GIB
+    from model_adapters.memory_facts import ModelFacts
+
+    # 2 layers, 1 KV head of 4, bf16: 2 · 2 · 1 · 4 · 2 = 32 KV bytes per token; no image
+    facts = ModelFacts(
+        parameters=1000,
+        vision_parameters=0,
+        hidden=8,
+        layers=2,
+        heads=2,
+        kv_heads=1,
+        head_dim=4,
+        intermediate=16,
+        vocab=50,
+        vision_hidden=4,
+        vision_layers=0,
+        vision_intermediate=8,
+        image_tokens=0,
+        vision_tokens=0,
+    )
+    raw = {
+        "agents": [{"name": "a", "model": "tiny-qwen2.5", "adapter_kwargs": {"dtype": "bfloat16"}}],
+        "grpo": {"k": 2, "max_new_tokens": 4},
+        "data": {"problems_per_step": 3},
+        "rollout": {"engine": "vllm"},
+        "train": {"reward": "rent"},
+    }
+
+    def needed(**rollout):
+        cfg = config_from_dict({**raw, "rollout": {"engine": "vllm", **rollout}})
+        return plan_for_config(cfg, 1, 80 * GIB, facts_for=lambda _: facts).agents[0].vllm_needed
+
+    fixed = 1000 * 2 + 2 * GIB  # weights + the engine's overhead
+    # unset: the plan's prompt estimate (256 text tokens) + 4 new tokens + the margin, 3 × 2 sequences
+    assert needed() == fixed + 32 * (256 + 4 + MAX_MODEL_LEN_MARGIN) * 6
+    assert needed(max_model_len=1000) == fixed + 32 * 1000 * 6
