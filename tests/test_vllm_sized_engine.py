@@ -111,3 +111,32 @@ def test_rollout_max_images_per_prompt_reaches_vllm():
             engine.generate([three], k=1, temperature=0.0, max_new_tokens=2, seed=0)
     finally:
         engine.close()
+
+
+def test_an_engine_started_on_dummy_weights_is_synced_before_its_first_rollout():
+    """A full-size random preset has no weights on disk, so its engine starts on vLLM's dummy weights: the agent
+    must hand it the trainer's before sampling (here a tiny model started the same way)."""
+    from corl_vl.rollout.vllm_engine import VLLMEngine
+
+    cfg = config_from_dict(
+        {
+            "agents": [{"name": "solo", "model": "tiny-qwen2.5"}],
+            "grpo": {"k": 2, "max_new_tokens": MAX_NEW},
+            "train": {"reward": "rent"},
+        }
+    )
+    adapter = create_adapter("tiny-qwen2.5")
+    model = adapter.load_model().train()
+    engine = VLLMEngine(adapter, max_model_len=256, engine_args={"load_format": "dummy"})
+    try:
+        assert engine.needs_weights
+        agent = Agent("solo", adapter, model, PROBLEMS[:1], cfg, engine=engine)
+        prompts, rollouts = agent.rollout(["p0"], seed=3)
+        assert not engine.needs_weights
+        comps = rollouts[0].completions
+        with torch.no_grad():
+            lp = adapter.completion_logprobs(model, prompts * 2, [c.ids for c in comps])
+        for i, c in enumerate(comps):  # sampled from the trainer's weights, not the dummy ones
+            assert torch.allclose(lp.logprobs[i, : len(c.ids)], torch.tensor(c.logprobs), atol=1e-4)
+    finally:
+        engine.close()

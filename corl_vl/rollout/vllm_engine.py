@@ -212,9 +212,10 @@ class VLLMEngine:
             tensor_parallel_size=tensor_parallel_size,
             max_images_per_prompt=max_images_per_prompt,
         )
-        self.max_images_per_prompt = max_images_per_prompt
+        self.max_images_per_prompt, self.sized = max_images_per_prompt, max_model_len is not None
         self.sleep_level, self.weight_checksum = sleep_level, weight_checksum
-        self.needs_weights = False  # after a level-2 sleep: the weights are gone until the next sync
+        # no weights to sample from until a sync: dummy ones (a full-size random preset), or after a level-2 sleep
+        self.needs_weights = kwargs.get("load_format") == "dummy"
         self.sleep_between_phases = sleep_between_phases and self.on_gpu
         # in-memory sync needs the engine core in this process (no multiprocessing, or external_launcher)
         self.in_process = os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" or world_size > 1
@@ -275,12 +276,14 @@ class VLLMEngine:
         from vllm import SamplingParams
 
         if self.needs_weights:
-            raise CorlError("vLLM engine: generate after a level-2 sleep without a weight sync; sync first")
+            raise CorlError(
+                "vLLM engine: no weights loaded (dummy start or a level-2 sleep); sync them first"
+            )
         stop_ids = self.adapter.stop_token_ids
         if prompts is None:  # stand-alone use (evaluation): render here, once
             prompts = [self.adapter.encode_prompt(p) for p in problems]
         check_images(prompts, self.max_images_per_prompt)
-        check_prompt_fits(prompts, max_new_tokens, self.max_model_len)
+        check_prompt_fits(prompts, max_new_tokens, self.max_model_len if self.sized else None)
         requests = [self.adapter.vllm_request(p) for p in prompts]  # the caller's rendering, never a new one
         forbidden = self.adapter.placeholder_token_ids
         # a forced length must not be cut at a sampled image placeholder (the HF engine suppresses them too)
