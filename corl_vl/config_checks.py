@@ -61,6 +61,11 @@ RANGES: dict[str, tuple[Any, ...]] = {
     "gpu_memory_utilization": _within(0, 1, low_open=True),
     "kv_cache_memory_bytes": _above(0),
     "vllm_min_params": _at_least(0),
+    "max_model_len": (
+        *_at_least(1),
+        "vLLM's context in tokens; null sizes it to the longest prompt + max_new_tokens",
+    ),
+    "max_images_per_prompt": _at_least(1),
     "batch_size": _at_least(1),
     "k": _at_least(1),
     "max_new_tokens": _at_least(1),

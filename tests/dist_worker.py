@@ -56,6 +56,14 @@ class ForcedTexts:
         self.syncs += 1
         self.engine.sync_weights(model)
 
+    @property
+    def needs_weights(self):  # the wrapped engine's (a level-2 sleep drops vLLM's weights)
+        return getattr(self.engine, "needs_weights", False)
+
+    @property
+    def reads_trainer_weights(self):
+        return getattr(self.engine, "reads_trainer_weights", True)
+
     def sleep(self):
         self.engine.sleep()
 

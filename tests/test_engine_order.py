@@ -100,6 +100,44 @@ def test_hf_engine_is_synced_only_when_awake_and_before_the_next_rollout():
         assert torch.equal(param, dict(model.named_parameters())[name]), name
 
 
+class DroppingHF(RecordingHF):
+    """Sleeps like vLLM's level 2: the weights are gone (zeroed here) until the next sync."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.needs_weights = False
+
+    def generate(self, problems, **kwargs):
+        assert not self.needs_weights, "generate from dropped weights"
+        return super().generate(problems, **kwargs)
+
+    def sync_weights(self, model):
+        super().sync_weights(model)
+        self.needs_weights = False
+
+    def sleep(self):
+        super().sleep()
+        with torch.no_grad():
+            for param in self.model.parameters():
+                param.zero_()
+        self.needs_weights = True
+
+
+def test_an_engine_that_dropped_its_weights_is_synced_on_wake_even_without_an_update():
+    """Two rollouts with no update between them (a second draw of grpo.dynamic_sampling): level 1 would
+    restore its backup on wake; after level 2 the agent must sync before generating."""
+    adapter = create_adapter("tiny-qwen2.5")
+    model = adapter.load_model().train()
+    engine = DroppingHF(adapter, copy.deepcopy(model))
+    agent = _cohort(_cfg("hf", "tiny-qwen2.5"), adapter, model, engine).agents[0]
+    ids = list(agent.view)
+    first = agent.rollout(ids, seed=3)[1]
+    agent.release_engine()
+    again = agent.rollout(ids, seed=3)[1]
+    assert engine.calls == ["wake", "generate", "sleep", "wake", "sync", "generate"]
+    assert [c.ids for r in again for c in r.completions] == [c.ids for r in first for c in r.completions]
+
+
 @pytest.mark.vllm
 def test_vllm_engine_is_synced_only_when_awake_and_samples_the_new_weights():
     from corl_vl.rollout.vllm_engine import VLLMEngine

@@ -82,6 +82,7 @@ def sync_order(
 
     from corl_vl.config import config_from_dict
     from corl_vl.recipe import build_cohort
+    from corl_vl.train.agent_rollout import vllm_sizing
     from model_adapters.registry import create_adapter
 
     cfg = config_from_dict(
@@ -105,9 +106,9 @@ def sync_order(
     view = _problems(create_adapter(model, dtype=dtype), 4, seed=7)  # no weights load here
     cohort = build_cohort(cfg, device=_device(), problems=view)
     agent = cohort.agents[0]
-    engine = _recording_vllm()(
-        agent.adapter, max_model_len=2048, gpu_memory_utilization=0.3, sleep_between_phases=True
-    )
+    # sized as training sizes it (context from the longest prompt, sleep level 2), every sync checksummed
+    sizing = {**vllm_sizing("solo", agent.adapter, agent.model, view, cfg), "weight_checksum": True}
+    engine = _recording_vllm()(agent.adapter, gpu_memory_utilization=0.3, sleep_between_phases=True, **sizing)
     agent.engine = engine
     try:
         history = [cohort.step() for _ in range(steps)]
@@ -137,6 +138,9 @@ def sync_order(
         "model": model,
         "dtype": dtype,
         "engine_really_sleeps": engine_sleeps,
+        "sleep_level": sizing["sleep_level"],
+        "max_model_len": sizing["max_model_len"],
+        "checksummed_syncs": calls.count("sync") + 1,  # a mismatch would have raised: each one agreed
         "calls": calls,
         "order_ok": calls == expected and not violations,
         "violations": violations,

@@ -94,7 +94,8 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         "sync",
-        "vLLM sleep / wake / sync order through real cohort steps, logprob parity after a sync",
+        "vLLM sleep / wake / sync order through real cohort steps (engine sized as training sizes it: "
+        "max_model_len, sleep level 2), every sync's weight checksum, logprob parity after a sync",
         packages=("torch", "transformers", "vllm"),
         estimate_s=90,
     ),

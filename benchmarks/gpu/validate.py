@@ -162,7 +162,8 @@ def details(section: str, r: dict[str, Any]) -> str:
         )
     if section == "sync":
         return (
-            f"parity {r['parity_max_abs_nats']:.2e} nats; rollout {r['rollout_tokens_per_s']:.0f} tok/s, "
+            f"parity {r['parity_max_abs_nats']:.2e} nats, {r.get('checksummed_syncs', 0)} syncs checksummed "
+            f"(sleep level {r.get('sleep_level')}, max_model_len {r.get('max_model_len')}); rollout {r['rollout_tokens_per_s']:.0f} tok/s, "
             f"update {r['update_tokens_per_s']:.0f} tok/s"
         )
     if section == "uneven_placement":

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.rollout.sizing import default_max_model_len
 from corl_vl.train.device_placement import place_agents
 from corl_vl.train.training_defaults import checkpointing_on
 
@@ -265,7 +266,9 @@ def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
         )
         concurrent = cfg.data.problems_per_step * cfg.grpo.k
         if vllm:
-            plan.vllm_needed = f.parameters * wb + ar.kv_cache(f, seq, wb) * concurrent + ar.VLLM_OVERHEAD
+            plan.vllm_needed = (
+                f.parameters * wb + ar.kv_cache(f, vllm_len(cfg, seq), wb) * concurrent + ar.VLLM_OVERHEAD
+            )
             items["vllm_reserved"] = int(s.gpu_memory_utilization * s.gpu_memory)
             items["vllm_asleep"] = (
                 ar.VLLM_OVERHEAD if cfg.rollout.sleep_between_phases else items["vllm_reserved"]
@@ -296,11 +299,24 @@ def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
     if s.disable_dropout:
         notes.append("train.disable_dropout: every dropout probability is 0 from the start of training")
     if vllm:
+        given = cfg.rollout.max_model_len
+        length = (
+            f"{given} (rollout.max_model_len)" if given else f"{max_len} + image tokens + margin (estimated)"
+        )
         notes.append(
-            f"vLLM max_model_len {max_len} + image tokens; KV cache for {cfg.data.problems_per_step} × "
-            f"{cfg.grpo.k} sequences at once"
+            f"vLLM max_model_len {length}; KV cache for {cfg.data.problems_per_step} × {cfg.grpo.k} "
+            "sequences at once"
         )
     return Plan(s, agents, device_peak, notes)
+
+
+def vllm_len(cfg: Any, seq: int) -> int:
+    """The context the engine is built with: ``rollout.max_model_len``, else what the trainer computes from the
+    longest prompt (:func:`~corl_vl.rollout.sizing.default_max_model_len`), here with the plan's estimated
+    prompt (text + one image's tokens)."""
+    if cfg.rollout.max_model_len is not None:
+        return int(cfg.rollout.max_model_len)
+    return default_max_model_len(seq - cfg.grpo.max_new_tokens, cfg.grpo.max_new_tokens)
 
 
 LEVERS: list[tuple[str, Callable[[Settings, Any], Settings | None]]] = [

@@ -62,7 +62,12 @@ class Rollout:
 
 @runtime_checkable
 class RolloutEngine(Protocol):
-    """What the trainer needs from an inference engine."""
+    """What the trainer needs from an inference engine.
+
+    Optional attributes the trainer reads with a default: ``reads_trainer_weights`` (True: generation reads
+    the trainer's module, whose weights ZeRO-3 must gather first; False for an engine with its own synced
+    copy), ``needs_weights`` (True after the engine dropped its weights: sync before the next generate).
+    """
 
     def generate(
         self,
@@ -75,11 +80,16 @@ class RolloutEngine(Protocol):
         seed: int,
         prompts: Sequence[PromptInputs] | None = None,
         min_new_tokens: int = 0,
+        seed_stream: tuple[int, int] = (0, 1),
     ) -> list[Rollout]:
         """K completions per problem, in the problems' order. ``temperature == 0`` means greedy.
 
         ``min_new_tokens``: no stop token is sampled before that many new tokens (benchmarks force a fixed
         length with it); the trainer passes it only when it is set, so an engine may omit the keyword.
+
+        ``seed_stream``: ``(stream, streams)`` of this rank (:func:`corl_vl.rollout.sizing.seed_stream`) when
+        several ranks of one agent split the problems: no two streams may draw the same random numbers. Passed
+        only with more than one stream.
 
         ``prompts`` (the adapter's encodings of ``problems``): when given, an engine generates from exactly
         these token ids and images and renders nothing itself — the trainer scores the same ids (render once).

@@ -24,6 +24,7 @@ from transformers.generation.logits_process import TemperatureLogitsWarper, TopP
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.rollout.base import Completion, Rollout, cut_at_stop
+from corl_vl.rollout.sizing import stream_seed
 
 
 class NonFiniteLogits(CorlError):
@@ -98,6 +99,8 @@ class HFEngine:
     """
 
     thread_safe = True  # agents may generate concurrently (train.parallel_agents): no global RNG or state
+    # generates from the module it was given (the trainer's): under ZeRO-3 the caller gathers its weights
+    reads_trainer_weights = True
 
     def __init__(self, adapter: Any, model: Any, *, batch_size: int = 16) -> None:
         self.adapter = adapter
@@ -115,6 +118,7 @@ class HFEngine:
         seed: int,
         prompts: Sequence[Any] | None = None,
         min_new_tokens: int = 0,
+        seed_stream: tuple[int, int] = (0, 1),
     ) -> list[Rollout]:
         if prompts is None:
             prompts = [self.adapter.encode_prompt(p) for p in problems]
@@ -128,7 +132,7 @@ class HFEngine:
                 top_p=top_p,
                 max_new_tokens=max_new_tokens,
                 min_new_tokens=min_new_tokens,
-                seed=seed + chunk_index,
+                seed=stream_seed(seed, chunk_index, 1, seed_stream),
             )
         return [
             Rollout(problem_id=p.id, completions=completions[i * k : (i + 1) * k])

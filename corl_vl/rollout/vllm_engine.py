@@ -14,7 +14,10 @@ Why these settings (docs/reference.md#runtime-behaviour-the-trainer-relies-on):
   "Encoder cache miss" for VLMs).
 - a sync into a sleeping engine is refused: sleep level 1 moves the weights to a CPU backup and frees their
   GPU memory, so a reload would write into freed memory and ``wake_up`` would restore the stale backup. The
-  agent (:meth:`corl_vl.train.agent.Agent.prepare_engine`) wakes first, then syncs.
+  agent (:meth:`corl_vl.train.agent.Agent.prepare_engine`) wakes first, then syncs. Level 2 (the trainer's
+  choice, :mod:`corl_vl.rollout.sizing`) keeps no backup: after it the engine ``needs_weights`` until a sync.
+- sized to the job (:mod:`corl_vl.rollout.sizing`): ``max_model_len``, ``limit_mm_per_prompt``, and seeds
+  that include the rank's stream; ``weight_checksum`` checks each sync (:mod:`corl_vl.rollout.weight_checksum`).
 - under ``torchrun`` (WORLD_SIZE > 1) each rank holds its own in-process engine: vLLM's ``external_launcher``
   executor, which reuses the launcher's process group instead of spawning workers.
 - sampling seeds are spaced by K: vLLM gives sample j of a request the seed ``seed + j``, so problem i's
@@ -45,6 +48,8 @@ from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.paths import cache_dir
 from corl_vl.rollout.base import Completion, Rollout, cut_at_stop
+from corl_vl.rollout.sizing import check_images, check_prompt_fits, stream_seed
+from corl_vl.rollout.vllm_outputs import check_prompt_tokens, completion_logprobs
 
 
 def engine_kwargs(
@@ -59,12 +64,13 @@ def engine_kwargs(
     world_size: int,
     engine_args: dict[str, Any] | None = None,
     tensor_parallel_size: int = 1,
+    max_images_per_prompt: int = 1,
 ) -> dict[str, Any]:
     """The ``vllm.LLM(...)`` arguments for one rank's engine (with T > 1: this rank's shard of its TP group,
     the T consecutive ranks ``corl_vl.train.placement`` aligned the agent's ranks to); ``engine_args`` override
     any of them."""
     kwargs: dict[str, Any] = {
-        **adapter.vllm_engine_kwargs(),
+        **adapter.vllm_engine_kwargs(max_images_per_prompt=max_images_per_prompt),
         "logprobs_mode": "processed_logprobs",
         "seed": seed,
     }
@@ -89,42 +95,10 @@ def engine_kwargs(
     return kwargs
 
 
-def request_seeds(seed: int, n_problems: int, k: int) -> list[int]:
-    """Per-request seeds: vLLM seeds sample j of a request with ``seed + j``, so requests are K apart."""
-    return [seed + i * k for i in range(n_problems)]
-
-
-def completion_logprobs(token_ids: Sequence[int], steps: Sequence[Any] | None) -> list[float]:
-    """One processed logprob per token; NaN where vLLM reported no entry for the sampled token.
-
-    A missing entry is counted as non-finite by the trainer (weight 1), never read as 0.0; a list of the wrong
-    length is an engine fault and raises.
-    """
-    steps = list(steps or [])
-    if len(steps) != len(token_ids):
-        raise CorlError(
-            f"vLLM returned {len(steps)} logprob entries for {len(token_ids)} completion tokens "
-            "(is SamplingParams.logprobs set?)"
-        )
-    out = []
-    for tok, step in zip(token_ids, steps):
-        entry = step.get(tok) if step is not None else None
-        out.append(float(entry.logprob) if entry is not None else float("nan"))
-    return out
-
-
-def check_prompt_tokens(prompts: Sequence[Any], outputs: Sequence[Any]) -> None:
-    """vLLM's expanded prompt must be exactly the ids the trainer scores; anything else is one clear error."""
-    for prompt, out in zip(prompts, outputs):
-        built = list(out.prompt_token_ids or [])
-        if built != prompt.prompt_ids:
-            same = (i for i, (a, b) in enumerate(zip(built, prompt.prompt_ids)) if a != b)
-            first = next(same, min(len(built), len(prompt.prompt_ids)))
-            raise CorlError(
-                f"vLLM built {len(built)} prompt tokens for problem {prompt.problem_id}, the trainer scores "
-                f"{len(prompt.prompt_ids)} (first difference at token {first}); the adapter's vllm_request and "
-                "processor options must give vLLM the same prompt"
-            )
+def request_seeds(seed: int, n_problems: int, k: int, stream: tuple[int, int] = (0, 1)) -> list[int]:
+    """Per-request seeds: vLLM seeds sample j of a request with ``seed + j``, so requests are K apart, and the
+    requests of the rank's ``stream`` interleave with the other ranks' (:func:`~corl_vl.rollout.sizing.stream_seed`)."""
+    return [stream_seed(seed, i, k, stream) for i in range(n_problems)]
 
 
 def checkpoint_format_weights(model: Any, adapter: Any) -> list[tuple[str, Any]]:
@@ -197,6 +171,8 @@ def _first_line(err: BaseException) -> str:
 class VLLMEngine:
     """:class:`~corl_vl.rollout.base.RolloutEngine` over an in-process ``vllm.LLM``."""
 
+    reads_trainer_weights = False  # samples from its own synced copy: a ZeRO-3 caller need not gather
+
     def __init__(
         self,
         adapter: Any,
@@ -208,6 +184,9 @@ class VLLMEngine:
         seed: int = 0,
         engine_args: dict[str, Any] | None = None,
         tensor_parallel_size: int = 1,
+        max_images_per_prompt: int = 1,
+        sleep_level: int = 1,
+        weight_checksum: bool = False,
         **_: Any,
     ) -> None:
         import torch
@@ -231,7 +210,12 @@ class VLLMEngine:
             world_size=world_size,
             engine_args=engine_args,
             tensor_parallel_size=tensor_parallel_size,
+            max_images_per_prompt=max_images_per_prompt,
         )
+        self.max_images_per_prompt, self.sized = max_images_per_prompt, max_model_len is not None
+        self.sleep_level, self.weight_checksum = sleep_level, weight_checksum
+        # no weights to sample from until a sync: dummy ones (a full-size random preset), or after a level-2 sleep
+        self.needs_weights = kwargs.get("load_format") == "dummy"
         self.sleep_between_phases = sleep_between_phases and self.on_gpu
         # in-memory sync needs the engine core in this process (no multiprocessing, or external_launcher)
         self.in_process = os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" or world_size > 1
@@ -246,6 +230,11 @@ class VLLMEngine:
     def token_budget(self) -> int:
         """Prompt and completion tokens vLLM computes in one engine step (``max_num_batched_tokens``)."""
         return int(self.llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens)
+
+    @property
+    def max_model_len(self) -> int:
+        """The context vLLM was built with (prompt + completion tokens of one request)."""
+        return int(self.llm.llm_engine.vllm_config.model_config.max_model_len)
 
     def close(self) -> None:
         """Remove the sync folder (the engine itself is freed with the object); safe after an engine error."""
@@ -282,12 +271,19 @@ class VLLMEngine:
         seed: int,
         prompts: Sequence[Any] | None = None,
         min_new_tokens: int = 0,
+        seed_stream: tuple[int, int] = (0, 1),
     ) -> list[Rollout]:
         from vllm import SamplingParams
 
+        if self.needs_weights:
+            raise CorlError(
+                "vLLM engine: no weights loaded (dummy start or a level-2 sleep); sync them first"
+            )
         stop_ids = self.adapter.stop_token_ids
         if prompts is None:  # stand-alone use (evaluation): render here, once
             prompts = [self.adapter.encode_prompt(p) for p in problems]
+        check_images(prompts, self.max_images_per_prompt)
+        check_prompt_fits(prompts, max_new_tokens, self.max_model_len if self.sized else None)
         requests = [self.adapter.vllm_request(p) for p in prompts]  # the caller's rendering, never a new one
         forbidden = self.adapter.placeholder_token_ids
         # a forced length must not be cut at a sampled image placeholder (the HF engine suppresses them too)
@@ -306,7 +302,7 @@ class VLLMEngine:
                 stop_token_ids=stop_ids,
                 detokenize=False,
             )
-            for request_seed in request_seeds(seed, len(problems), k)
+            for request_seed in request_seeds(seed, len(problems), k, seed_stream)
         ]
         with self._inside_vllm("generating"):
             outputs = self.llm.generate(requests, params, use_tqdm=False)
@@ -356,11 +352,29 @@ class VLLMEngine:
             reset_encoder = getattr(self.llm.llm_engine, "reset_encoder_cache", None)
             if reset_encoder is not None:
                 reset_encoder()
+        self.needs_weights = False
+        if self.weight_checksum:
+            self.check_weights(model)
+
+    def check_weights(self, model: Any) -> None:
+        """One line when the engine's weights differ from ``model``'s (:mod:`corl_vl.rollout.weight_checksum`)."""
+        from corl_vl.rollout.weight_checksum import engine_checksum, trainer_checksum
+
+        want = trainer_checksum(checkpoint_format_weights(model, self.adapter))
+        with self._inside_vllm("checking its weights"):
+            got = self.llm.collective_rpc(engine_checksum)
+        if any(value != want for value in got):
+            raise CorlError(
+                f"vLLM engine ({self.adapter.model_path}): after the weight sync its weights' checksum is "
+                f"{got[0]}, the trainer's {want}: the sync did not deliver every weight (vLLM logs the names it "
+                "did not load; a family's vllm_weights hook may drop or misname one)"
+            )
 
     def sleep(self) -> None:
         if self.sleep_between_phases and not self._asleep:
-            self.llm.sleep(level=1)
+            self.llm.sleep(level=self.sleep_level)
             self._asleep = True
+            self.needs_weights = self.sleep_level >= 2
 
     def wake(self) -> None:
         if self._asleep:

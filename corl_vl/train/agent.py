@@ -35,15 +35,13 @@ import torch
 from corl_vl.config import AgentConfig, CohortConfig
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
-from corl_vl.rollout import Rollout, RolloutEngine, create_engine, resolve_engine
+from corl_vl.rollout import Rollout, RolloutEngine
 from corl_vl.rollout.base import engine_errors
-from corl_vl.rollout.hf import NonFiniteLogits
+from corl_vl.train.agent_rollout import build_engine, run_rollout
 from corl_vl.train.backends import TorchBackend, TrainingBackend
 from corl_vl.train.batch import Batch, length_mask
 from corl_vl.train.grpo import LossSpec, Normalizer, importance_weights, masked_mean, policy_loss
 from corl_vl.train.minibatches import batch_rows, merge_updates, mini_batches, old_rows
-from corl_vl.train.nonfinite import rollout_error
-from corl_vl.train.prompt_room import check_prompt_room
 from corl_vl.train.training_defaults import apply_training_defaults
 from model_adapters.registry import create_adapter
 
@@ -79,20 +77,7 @@ class Agent:
         # the schedule counts optimizer steps: grpo.updates_per_batch of them per cohort step
         schedule = dataclasses.replace(cfg.train, max_steps=cfg.train.max_steps * cfg.grpo.updates_per_batch)
         self.backend: TrainingBackend = TorchBackend(model, schedule, lr=self.lr)
-        if engine is None:
-            kind, why = resolve_engine(cfg.rollout.engine, model, vllm_min_params=cfg.rollout.vllm_min_params)
-            _log.info("agent %s: rollout engine %s (%s)", name, kind, why)
-            engine = create_engine(
-                kind,
-                adapter,
-                model,
-                batch_size=cfg.rollout.batch_size,
-                kv_cache_memory_bytes=cfg.rollout.kv_cache_memory_bytes,
-                gpu_memory_utilization=cfg.rollout.gpu_memory_utilization,
-                sleep_between_phases=cfg.rollout.sleep_between_phases,
-                tensor_parallel_size=cfg.rollout.tensor_parallel_size,
-            )
-        self.engine = engine
+        self.engine = engine or build_engine(name, adapter, model, view, cfg)
         self._engine_asleep = False  # engines start awake, holding the weights the trainer starts from
         self._engine_stale = False
         self.position: Callable[[], str] | None = None  # where the run is, for error lines (NonFiniteStop)
@@ -163,41 +148,7 @@ class Agent:
         Render once: the prompts returned here are the ones the engine generated from and the ones the update
         scores — no engine renders a problem again (a second rendering could differ, e.g. across midnight).
         """
-        problems = self.problems(ids)
-        prompts = list(prompts) if prompts is not None else self.encode(ids)
-        grpo = self.cfg.grpo
-        check_prompt_room(self.name, self.model, prompts, grpo.max_new_tokens)
-        engine = self.prepare_engine()
-        # passed only when set, so an engine written before the option needs no new keyword
-        extra = {"min_new_tokens": grpo.min_new_tokens} if grpo.min_new_tokens else {}
-        samples = grpo.votes or grpo.k  # grpo.votes: more completions for the vote, k of them trained
-        try:
-            with self.backend.inference_weights():
-                rollouts = engine.generate(
-                    problems,
-                    k=samples,
-                    temperature=grpo.temperature,
-                    top_p=grpo.top_p,
-                    max_new_tokens=grpo.max_new_tokens,
-                    seed=seed,
-                    prompts=prompts,
-                    **extra,
-                )
-        except NonFiniteLogits as err:  # which weights and checkpoint, not only which engine
-            raise rollout_error(self, err) from None
-        except CorlError as err:  # e.g. a failure inside vLLM: also say whose engine it is
-            raise CorlError(f"agent {self.name}: {err}") from err
-        got = [r.problem_id for r in rollouts]
-        if got != list(ids):
-            raise CorlError(
-                f"agent {self.name}: rollout engine returned problems {got}, asked for {list(ids)}"
-            )
-        for r in rollouts:
-            if len(r.completions) != samples:
-                raise CorlError(
-                    f"agent {self.name}: {len(r.completions)} completions for {r.problem_id}, expected {samples}"
-                )
-        return prompts, rollouts
+        return run_rollout(self, ids, seed=seed, prompts=prompts)
 
     # ------------------------------------------------------------------ scoring / update
     def score(
@@ -386,7 +337,7 @@ class Agent:
         with engine_errors(self.name):
             self.engine.wake()
         self._engine_asleep = False
-        if self._engine_stale:
+        if self._engine_stale or getattr(self.engine, "needs_weights", False):  # level-2 sleep drops them
             t0 = time.perf_counter()
             # whole weights: under ZeRO-3 the module holds only partitions, which an engine that copies
             # them (vLLM) would take for empty tensors
