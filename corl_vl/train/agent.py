@@ -41,6 +41,7 @@ from corl_vl.rollout.hf import NonFiniteLogits
 from corl_vl.train.backends import TorchBackend, TrainingBackend
 from corl_vl.train.batch import Batch, length_mask
 from corl_vl.train.grpo import LossSpec, Normalizer, importance_weights, masked_mean, policy_loss
+from corl_vl.train.lora import prepare_training
 from corl_vl.train.minibatches import batch_rows, merge_updates, mini_batches, old_rows
 from corl_vl.train.nonfinite import rollout_error
 from corl_vl.train.prompt_room import check_prompt_room
@@ -127,10 +128,7 @@ class Agent:
         if cfg.train.gradient_checkpointing:
             model.gradient_checkpointing_enable()
         model.train()
-        ref = None
-        if cfg.grpo.beta > 0:
-            ref = adapter.load_model(device=device)
-            ref.requires_grad_(False)
+        ref = prepare_training(model, adapter, agent_cfg, cfg, device=device)  # LoRA, train.freeze, KL ref
         return cls(
             agent_cfg.name,
             adapter,
