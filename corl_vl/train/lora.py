@@ -23,6 +23,7 @@ _log = logging.getLogger(__name__)
 
 ADAPTER_FOLDER = "lora"  # inside state/<agent>/
 ADAPTER_FILE = "adapter_model.safetensors"  # peft's names: the folder loads with PeftModel.from_pretrained
+PEFT_PREFIX = "base_model.model."  # where PeftModel keeps the wrapped model; its saved keys start so
 
 
 def apply_lora(model: Any, adapter: Any, lora: Any, *, agent: str) -> None:
@@ -95,7 +96,8 @@ def save_adapters(model: Any, folder: Path) -> None:
     from safetensors.torch import save_file
 
     folder.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().contiguous() for k, v in get_peft_model_state_dict(model).items()}
+    adapters = get_peft_model_state_dict(model).items()
+    tensors = {f"{PEFT_PREFIX}{k}": v.detach().contiguous() for k, v in adapters}
     save_file(tensors, str(folder / ADAPTER_FILE))
     model.peft_config["default"].save_pretrained(str(folder))
 
@@ -118,7 +120,15 @@ def load_adapters(model: Any, folder: Path) -> None:
             f"{file}: cannot be read ({str(err).strip()[:160]}); the checkpoint is damaged"
         ) from None
     expected = {k for k in model.state_dict() if ".lora_" in k}
-    result = set_peft_model_state_dict(model, tensors)
+    try:
+        result = set_peft_model_state_dict(
+            model, {k.removeprefix(PEFT_PREFIX): v for k, v in tensors.items()}
+        )
+    except RuntimeError as err:  # shapes differ: another rank or other target modules
+        first = str(err).strip().splitlines()[-1].strip()[:160]
+        raise CorlError(
+            f"{file}: adapters do not fit this agent's LoRA ({first}); same lora settings?"
+        ) from None
     missing = sorted(k for k in result.missing_keys if k in expected)
     if missing or result.unexpected_keys:
         what = f"missing {missing[:2]}" if missing else f"unexpected {list(result.unexpected_keys)[:2]}"
