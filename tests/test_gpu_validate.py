@@ -42,20 +42,18 @@ def test_h200_image_with_the_full_size_presets_runs_the_hf_sections_within_8_min
 def test_this_checkout_names_what_each_gpu_section_still_lacks():
     plan = sections.make_plan(H200, sections.code_here(), sections.BY_NAME, budget_s=480)
     reasons = {s["section"]: s["reason"] for s in plan.skipped}
-    # the full-size presets are here (issue #23); placement sharing and LoRA are not yet
-    assert [s.name for s in plan.run] == ["pair_memory", "logprob_tail", "throughput", "hf_drift"]
+    # the full-size presets and LoRA are here (issue #23); placement sharing is not yet
+    assert [s.name for s in plan.run] == ["pair_memory", "logprob_tail", "lora", "throughput", "hf_drift"]
     assert set(reasons) == {
         "placement",
-        "lora",
         "sync",
         "drift",
         "torchrun",
         "uneven_placement",
         "tp_rollout",
     }
-    for name in ("placement", "lora"):
+    for name in ("placement",):
         assert "issue #23" in reasons[name] and "not in this checkout" in reasons[name], name
-    assert "LoRA and frozen parts" in reasons["lora"]
 
 
 def test_sections_and_budget_choose_and_cut_and_shared_runs_cost_once():
