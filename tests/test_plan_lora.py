@@ -34,11 +34,18 @@ def test_the_config_s_lora_and_freeze_reach_the_plan():
     cfg = _cfg()
     gib = 2**30
     plain = plan_for_config(cfg, 1, 80 * gib, facts_for=_facts)
-    lora = plan_for_config(apply_overrides(cfg, ["agents.a.lora={r: 2}"]), 1, 80 * gib, facts_for=_facts)
+    lora = plan_for_config(apply_overrides(_cfg(), ["agents.a.lora={r: 2}"]), 1, 80 * gib, facts_for=_facts)
     a_plain, a_lora = plain.agents[0].items, lora.agents[0].items
     assert a_lora["optimizer_state"] == 8 * ar.lora_parameters(F, 2)  # the agent's own rank
     assert a_plain["optimizer_state"] == 8 * F.parameters
     assert lora.agents[1].items == plain.agents[1].items  # agent b has no LoRA
+    frozen = plan_for_config(
+        apply_overrides(cfg, ["train.freeze=[vision_tower]"]), 1, 80 * gib, facts_for=lambda a: F
+    )
+    assert frozen.settings.freeze_vision
+    # the tower's and projector's 100 parameters train no more: 900 left, AdamW's two fp32 moments each
+    assert all(a.items["optimizer_state"] == 8 * 900 for a in frozen.agents)
+    assert all(a.items["vision_activations"] == 0 for a in frozen.agents)
 
 
 @pytest.mark.parametrize("preset", ["tiny-qwen2.5-vl", "tiny-internvl3.5", "tiny-gemma3", "tiny-qwen2.5"])
