@@ -54,3 +54,39 @@ def test_vllm_logprobs_match_the_lora_trainer_after_a_sync():
         assert max(abs(a - b) for s, o in zip(after, before) for a, b in zip(s.logprobs, o.logprobs)) > 1e-3
     finally:
         engine.close()
+
+
+def test_vllm_loads_a_lora_run_s_latest_folder(tmp_path):
+    import gc
+
+    from test_checkpoint import _builder, _config
+    from vllm import LLM, SamplingParams
+
+    from corl_vl.config import apply_overrides
+    from corl_vl.recipe import train
+    from corl_vl.rollout.vllm_engine import completion_logprobs
+    from model_adapters.registry import create_adapter
+
+    run = tmp_path / "run"
+    lora = ["agents.qwen.lora={r: 4, alpha: 8}", "train.max_steps=1", "train.save_every=1"]
+    train(apply_overrides(_config(run), lora), progress=False, prepare=_builder())
+    folder = run / "checkpoints" / "latest" / "qwen"  # the merged weights, a plain Qwen2.5-VL folder
+    adapter = create_adapter(str(folder))
+    prompt = adapter.encode_prompt(generate_problems(1, seed=3)[0])
+    llm = LLM(
+        model=str(folder),
+        enforce_eager=True,
+        max_model_len=1024,
+        kv_cache_memory_bytes=256 << 20,
+        limit_mm_per_prompt={"image": 1},
+    )
+    try:
+        params = SamplingParams(max_tokens=4, temperature=0.0, logprobs=0)
+        out = llm.generate([adapter.vllm_request(prompt)], params, use_tqdm=False)[0].outputs[0]
+    finally:
+        del llm
+        gc.collect()
+    ids = list(out.token_ids)
+    with torch.no_grad():
+        hf = adapter.completion_logprobs(adapter.load_model(), [prompt], [ids]).logprobs[0, : len(ids)]
+    assert torch.allclose(hf, torch.tensor(completion_logprobs(ids, out.logprobs)), atol=1e-4)
