@@ -79,6 +79,7 @@ def test_vllm_loads_a_lora_run_s_latest_folder(tmp_path):
         max_model_len=1024,
         kv_cache_memory_bytes=256 << 20,
         limit_mm_per_prompt={"image": 1},
+        dtype="float32",  # as saved (vLLM's "auto" would run an fp32 folder in 16 bits)
     )
     try:
         params = SamplingParams(max_tokens=4, temperature=0.0, logprobs=0)
