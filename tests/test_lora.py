@@ -171,3 +171,19 @@ def test_every_family_declares_its_parts(preset):
     assert all(adapter.parts_of(parts, n) for n in names)  # every parameter in some part
     if adapter.supports_images:
         assert {"vision_tower", "projector"} <= set(parts)
+
+
+@pytest.mark.parametrize("trainable", [LORA, "train.freeze=[embeddings, vision_tower]"])
+def test_frozen_inputs_still_train_under_gradient_checkpointing(trainable):
+    """The GPU default turns checkpointing on; with the embeddings frozen no checkpointed layer's input
+    requires grad, and the layers' trainable weights must still get gradients."""
+    cohort = _cohort(trainable, "train.gradient_checkpointing=true")
+    qwen = cohort.agents[0]
+    assert qwen.model.is_gradient_checkpointing
+    trainable_names = [n for n, p in qwen.model.named_parameters() if p.requires_grad]
+    layers = [n for n in trainable_names if ".language_model.layers.0." in n]
+    before = _snapshot(qwen.model)
+    metrics = cohort.step()
+    assert metrics["qwen"]["grad_norm"] > 0
+    after = _snapshot(qwen.model)
+    assert layers and any(not torch.equal(after[n], before[n]) for n in layers)
