@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from adapter_families import FAMILIES, family_adapter
 from test_cohort import TINY, TINY_COHORT, ForcedTexts, boxed
 
 from corl_vl.config import load_config
@@ -155,13 +156,9 @@ def test_lora_targets_matching_nothing_are_one_line():
         )
 
 
-@pytest.mark.parametrize(
-    "preset", ["tiny-qwen2.5-vl", "tiny-qwen3-vl", "tiny-internvl3.5", "tiny-gemma3", "tiny-qwen2.5"]
-)
-def test_every_family_declares_its_parts(preset):
-    from model_adapters.registry import create_adapter
-
-    adapter = create_adapter(preset)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_declares_its_parts(family):
+    adapter = family_adapter(family)
     model = adapter.load_model()
     parts = adapter.model_parts(model)
     names = [n for n, _ in model.named_parameters()]
