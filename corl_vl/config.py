@@ -28,7 +28,7 @@ log = logging.getLogger("corl_vl.config")
 
 @dataclass
 class LoraConfig:
-    """Low-rank adapters on one agent (``agents[i].lora``); only the adapters (and unfrozen parts) train."""
+    """Low-rank adapters on one agent (``agents[i].lora``, corl_vl/train/lora.py); only the adapters train."""
 
     r: int = 16
     alpha: int = 32

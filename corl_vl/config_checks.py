@@ -78,6 +78,11 @@ RANGES: dict[str, tuple[Any, ...]] = {
     "save_every": (*_at_least(0), "0 saves only at the end"),
     "stall_steps": (*_at_least(0), "0 turns stall detection off"),
     "every": (*_at_least(0), "0 turns periodic evaluation off"),
+    "r": (*_at_least(1), "the LoRA rank"),
+    "alpha": (*_above(0), "LoRA's scale is alpha / r"),
+    "dropout": (*_within(0, 1, high_open=True), "LoRA's dropout probability"),
+    "max_pixels": (*_at_least(1), "pixels per image"),
+    "min_pixels": (*_at_least(1), "pixels per image"),
 }
 
 

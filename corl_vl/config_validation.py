@@ -7,6 +7,7 @@ the config's dataclasses stays light and no package imports the config back in a
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from typing import Any
 
@@ -51,6 +52,7 @@ def finalize(cfg: Any, source: str) -> Any:
             f"must be in [0, grpo.max_new_tokens={cfg.grpo.max_new_tokens}], got {cfg.grpo.min_new_tokens}",
         )
     check_trainer_controls(cfg, bad)
+    check_pixel_budget(cfg, bad)
     if cfg.distributed.zero_stage not in (None, 2, 3):
         raise bad("distributed.zero_stage", f"must be 2 or 3, got {cfg.distributed.zero_stage}")
     if cfg.reward.topology == "graph":
@@ -215,3 +217,29 @@ def check_template_date(agent: Any, key: str, bad: Any) -> None:
             datetime.date.fromisoformat(agent.template_date)
         except ValueError:
             raise bad(f"{key}.template_date", f"expected YYYY-MM-DD, got {agent.template_date!r}") from None
+
+
+def check_pixel_budget(cfg: Any, bad: Any) -> None:
+    """``adapter_kwargs.image_options`` (a mapping in YAML) checked key by key, and ``data.max_pixels`` /
+    ``data.min_pixels`` written into every agent's image options, where a family with a pixel budget reads
+    them (the others have fixed-size tiles or crops and ignore them). An agent's own value wins."""
+    from model_adapters.images import ImageOptions, image_options_from
+
+    budget = {
+        k: getattr(cfg.data, k) for k in ("min_pixels", "max_pixels") if getattr(cfg.data, k) is not None
+    }
+    if "min_pixels" in budget and "max_pixels" in budget and budget["min_pixels"] > budget["max_pixels"]:
+        raise bad("data.min_pixels", f"{budget['min_pixels']} > data.max_pixels {budget['max_pixels']}")
+    for i, agent in enumerate(cfg.agents):
+        given = agent.adapter_kwargs.get("image_options")
+        if given is None and not budget:
+            continue
+        where = f"agents.{i}.adapter_kwargs.image_options"
+        if isinstance(given, ImageOptions):  # built in Python (tests, the API)
+            given = dataclasses.asdict(given)
+        merged = {**budget, **given} if isinstance(given, dict) else given if given is not None else budget
+        try:
+            image_options_from(merged, ImageOptions(), where)
+        except CorlError as err:
+            raise bad(where, str(err).removeprefix(f"{where}: ")) from None
+        agent.adapter_kwargs["image_options"] = dict(merged)

@@ -35,11 +35,12 @@ from corl_vl.errors import CorlError
 
 from .chat_templating import ChatTemplating
 from .full_size import build_random_model, random_init_record
-from .images import ImageOptions, load_image, resize_long_side
+from .images import ImageOptions, image_options_from, load_image, resize_long_side
 from .memory_facts import MemoryFacts
 from .records import CompletionLogprobs, PromptInputs, TrainingBatch
 from .scoring import LogprobScoring
 from .templates import DEFAULT_TEMPLATE_DATE, parse_template_date, read_prompt_record
+from .trainable_parts import TrainableParts
 from .vllm_requests import VLLMRequests
 
 if TYPE_CHECKING:  # heavy imports stay lazy: `corl-vl --help` must not import torch
@@ -85,7 +86,7 @@ def format_question(problem: Problem, answer_format: str = "boxed") -> str:
     return text + ANSWER_INSTRUCTIONS[answer_format]
 
 
-class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts):
+class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts, TrainableParts):
     """Everything family-specific about one model: loading, prompts, images, batches, logprobs, vLLM requests.
 
     Subclasses set the class variables and override the hooks marked "family hook"; the defaults implement a
@@ -125,7 +126,7 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts):
         dtype: str = "float32",
         attn_implementation: str | None = "sdpa",
         trust_remote_code: bool = False,
-        image_options: ImageOptions | None = None,
+        image_options: ImageOptions | dict[str, Any] | None = None,
         answer_format: str = "boxed",
         system_prompt: str | None = None,
         chat_template_kwargs: dict[str, Any] | None = None,
@@ -140,7 +141,8 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts):
             dtype: ``float32`` | ``bfloat16`` | ``float16``.
             attn_implementation: passed to ``from_pretrained`` (``sdpa``, ``eager``, ``flash_attention_2``).
             trust_remote_code: off unless the user asks; the HF-format families never need it.
-            image_options: resize policy (long-side cap, min/max pixels); family defaults when None.
+            image_options: resize policy (long-side cap, min/max pixels); a mapping (YAML) overrides the family
+                defaults key by key; family defaults when None.
             answer_format: key of :data:`ANSWER_INSTRUCTIONS`; same for training and evaluation.
             system_prompt: optional system turn.
             chat_template_kwargs: extra variables for the chat template (e.g. ``enable_thinking`` for Qwen3).
@@ -159,7 +161,9 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts):
         self.dtype = dtype
         self.attn_implementation = attn_implementation
         self.trust_remote_code = trust_remote_code
-        self.image_options = image_options or self.default_image_options()
+        self.image_options = image_options_from(
+            image_options, self.default_image_options(), f"adapter {self.name}: image_options"
+        )
         self.answer_format = answer_format
         self.system_prompt = system_prompt
         self.chat_template_kwargs = dict(chat_template_kwargs or {})

@@ -71,6 +71,8 @@ class Gemma3Adapter(ModelAdapter):
         self.do_pan_and_scan = bool(do_pan_and_scan)
 
     vision_module_prefixes = ("model.vision_tower.", "model.multi_modal_projector.")
+    vision_tower_prefixes = ("model.vision_tower.",)
+    projector_prefixes = ("model.multi_modal_projector.",)
 
     def image_token_counts(self, width: int, height: int, config: Any) -> tuple[int, int]:
         size = self.processor.image_processor.size

@@ -8,8 +8,9 @@ lazily, so a broken file surfaces as one :class:`CorlError` naming it, not a PIL
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -38,6 +39,24 @@ class ImageOptions:
                 raise CorlError(f"image option {name} must be a positive integer or null, got {value!r}")
         if self.min_pixels and self.max_pixels and self.min_pixels > self.max_pixels:
             raise CorlError(f"image options: min_pixels {self.min_pixels} > max_pixels {self.max_pixels}")
+
+
+def image_options_from(
+    value: ImageOptions | dict[str, Any] | None, defaults: ImageOptions, where: str = "image_options"
+) -> ImageOptions:
+    """``value`` as :class:`ImageOptions`: a mapping (``adapter_kwargs: {image_options: {...}}`` in YAML)
+    overrides ``defaults`` key by key; an unknown key is one line naming the known ones."""
+    if value is None:
+        return defaults
+    if isinstance(value, ImageOptions):
+        return value
+    if not isinstance(value, dict):
+        raise CorlError(f"{where}: expected a mapping of image options, got {type(value).__name__} {value!r}")
+    known = [f.name for f in fields(ImageOptions)]
+    unknown = sorted(str(k) for k in value if k not in known)
+    if unknown:
+        raise CorlError(f"{where}: unknown key '{unknown[0]}'; known: {', '.join(known)}")
+    return ImageOptions(**{**asdict(defaults), **value})
 
 
 def load_image(image: Image.Image | str | Path, *, what: str | None = None) -> Image.Image:

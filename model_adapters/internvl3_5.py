@@ -56,6 +56,8 @@ class InternVL35Adapter(ModelAdapter):
         return template
 
     vision_module_prefixes = ("model.vision_tower.", "model.multi_modal_projector.")
+    vision_tower_prefixes = ("model.vision_tower.",)
+    projector_prefixes = ("model.multi_modal_projector.",)
 
     def image_token_counts(self, width: int, height: int, config: Any) -> tuple[int, int]:
         # one tile unless tiling is on; then at most max_patches tiles plus a thumbnail (the worst case)

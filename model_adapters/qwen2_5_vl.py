@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from corl_vl.data.problem import ImageLike
+from corl_vl.errors import CorlError
 
 from .base import ModelAdapter
 from .registry import register_adapter
@@ -39,6 +40,11 @@ class Qwen25VLAdapter(ModelAdapter):
         factor = int(ip.patch_size) * int(ip.merge_size)
         lo = self.image_options.min_pixels or size.get("shortest_edge") or getattr(ip, "min_pixels", None)
         hi = self.image_options.max_pixels or size.get("longest_edge") or getattr(ip, "max_pixels", None)
+        if int(lo) > int(hi):  # one bound set by the user, the other the checkpoint's
+            raise CorlError(
+                f"adapter {self.name}: min_pixels {lo} > max_pixels {hi} (one comes from {self.model_path}'s "
+                "processor config); set both image options"
+            )
         return factor, int(lo), int(hi)
 
     def prepare_image(self, image: ImageLike) -> Image.Image:
@@ -54,11 +60,15 @@ class Qwen25VLAdapter(ModelAdapter):
         return image.resize((width, height), PILImage.Resampling.BICUBIC)
 
     vision_module_prefixes = ("model.visual.",)
+    # the merger (and Qwen3-VL's DeepStack mergers) sit inside model.visual: the tower is listed without them
+    vision_tower_prefixes = ("model.visual.patch_embed.", "model.visual.pos_embed.", "model.visual.blocks.")
+    projector_prefixes = ("model.visual.merger.", "model.visual.deepstack_merger_list.")
 
     def image_token_counts(self, width: int, height: int, config: Any) -> tuple[int, int]:
         from qwen_vl_utils import smart_resize
 
-        scale = min(1.0, self.image_options.max_long_side / max(width, height))
+        cap = self.image_options.max_long_side
+        scale = 1.0 if cap is None else min(1.0, cap / max(width, height))
         factor, lo, hi = self._pixel_bounds()
         h, w = smart_resize(
             round(height * scale), round(width * scale), factor=factor, min_pixels=lo, max_pixels=hi

@@ -42,24 +42,22 @@ def test_h200_image_with_the_full_size_presets_runs_the_hf_sections_within_8_min
 def test_this_checkout_names_what_each_gpu_section_still_lacks():
     plan = sections.make_plan(H200, sections.code_here(), sections.BY_NAME, budget_s=480)
     reasons = {s["section"]: s["reason"] for s in plan.skipped}
-    # the full-size presets and placement are here (issue #23); LoRA is not yet
+    # the full-size presets, placement and LoRA are here (issue #23)
     assert [s.name for s in plan.run] == [
         "pair_memory",
         "placement",
         "logprob_tail",
+        "lora",
         "throughput",
         "hf_drift",
     ]
     assert set(reasons) == {
-        "lora",
         "sync",
         "drift",
         "torchrun",
         "uneven_placement",
         "tp_rollout",
     }
-    assert "issue #23" in reasons["lora"] and "not in this checkout" in reasons["lora"]
-    assert "LoRA" in reasons["lora"]
 
 
 def test_sections_and_budget_choose_and_cut_and_shared_runs_cost_once():

@@ -7,6 +7,8 @@
 - :func:`logprob_tail`: peak accelerator memory of the trainer's logprob tail (LM head, log-softmax, gather)
   forward + backward over B × T completion tokens at a real vocabulary, on a one-layer model of the real
   width built from a tiny preset's config (its tokenizer and chat template; random weights, no download).
+- :func:`lora`: one agent with LoRA (``agents[i].lora``), then with its vision tower and projector frozen
+  (``train.freeze``): trained parameters and peak memory of a step next to the plan's, frozen weights unmoved.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from checks import ROOT, _device, _problems, logprob_gaps
@@ -85,7 +89,7 @@ def hf_agent(
         "dtype": dtype,
         "device": device,
         "peak_memory_gib": peak / 2**30 if peak is not None else None,
-        "plan": plan_prediction(model),
+        "plan": plan_prediction(cfg),
         "rollout_tokens_per_s": tokens / max(last["time/rollout"], 1e-9),
         "update_tokens_per_s": tokens / max(last["time/update"], 1e-9),
         "update_skipped": [m["update/skipped"] for m in history],
@@ -94,11 +98,19 @@ def hf_agent(
     }
 
 
-def plan_prediction(model: str) -> dict[str, Any]:
-    """``corl-vl plan``'s JSON for ``model`` on this machine's GPUs, or why there is none."""
-    cmd = [sys.executable, "-m", "corl_vl", "plan", "--pair", model, "--json"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode != 0:
+def plan_prediction(cfg: Any) -> dict[str, Any]:
+    """``corl-vl plan``'s JSON for the check's own config ``cfg`` (same agents, dtype, K, lengths and levers)
+    on this machine's GPUs, or why there is none."""
+    import yaml
+
+    from corl_vl.config import to_dict
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.yaml"
+        path.write_text(yaml.safe_dump(to_dict(cfg)))
+        cmd = [sys.executable, "-m", "corl_vl", "plan", "--config", str(path), "--json"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode not in (0, 1):  # 1: it does not fit, still a plan
         lines = (proc.stderr or proc.stdout).strip().splitlines()
         return {"error": lines[-1] if lines else f"exit code {proc.returncode}"}
     try:
@@ -172,3 +184,81 @@ def logprob_tail(
         "tail_s": tail_s,
         "ok": bool(grads) and all(bool(torch.isfinite(g).all()) for g in grads),
     }
+
+
+LORA_VARIANTS = {  # agents[i] / train settings of each variant of the lora section
+    "lora": ({"lora": {"r": 16, "alpha": 32}}, {}),
+    "frozen_vision": ({}, {"freeze": ["vision_tower", "projector"]}),
+}
+
+
+def lora(
+    model: str,
+    *,
+    dtype: str = "bfloat16",
+    problems: int = 2,
+    k: int = 4,
+    max_new_tokens: int = 96,
+    micro_batch_size: int = 4,
+) -> dict[str, Any]:
+    """One agent in each of :data:`LORA_VARIANTS`, one training step (RENT: every completion trains) with the
+    HF engine: trained parameters, peak memory (CUDA only, else ``None``) next to the plan's, and whether the
+    weights that must not train stayed bit-identical while the trained ones moved."""
+    import gc
+
+    import torch
+
+    from corl_vl.config import config_from_dict
+    from corl_vl.recipe import build_cohort
+    from model_adapters.registry import create_adapter
+
+    device = _device()
+    cuda = device == "cuda"
+    view = _problems(create_adapter(model, dtype=dtype), problems, seed=7)
+    out: dict[str, Any] = {"model": model, "dtype": dtype, "device": device, "variants": {}}
+    for variant, (agent_extra, train_extra) in LORA_VARIANTS.items():
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        cfg = config_from_dict(
+            {
+                "agents": [
+                    {"name": "solo", "model": model, "adapter_kwargs": {"dtype": dtype}, **agent_extra}
+                ],
+                "data": {"limit": problems, "problems_per_step": problems},
+                "grpo": {
+                    "k": k,
+                    "max_new_tokens": max_new_tokens,
+                    "min_new_tokens": max_new_tokens,
+                    "micro_batch_size": micro_batch_size,
+                },
+                "rollout": {"engine": "hf", "batch_size": problems},
+                "reward": {"name": "rent"},
+                "train": {"lr": 1e-4, "warmup_ratio": 0, "max_steps": 1, **train_extra},
+            }
+        )
+        cohort = build_cohort(cfg, device=device, problems=view)
+        agent = cohort.agents[0]
+        named = dict(agent.model.named_parameters())
+        fixed = next(n for n, p in named.items() if not p.requires_grad)  # one tensor that must not move
+        trained_names = [n for n, p in named.items() if p.requires_grad]
+        moving = next((n for n in trained_names if ".lora_B." in n), trained_names[-1])
+        before = {n: named[n].detach().clone() for n in (fixed, moving)}
+        metrics = cohort.step()["solo"]
+        peak = torch.cuda.max_memory_allocated() if cuda else None
+        out["variants"][variant] = {
+            "trained_parameters": sum(named[n].numel() for n in trained_names),
+            "all_parameters": sum(p.numel() for p in named.values()),
+            "peak_memory_gib": peak / 2**30 if peak is not None else None,
+            "plan": plan_prediction(cfg),
+            "frozen_unchanged": bool(torch.equal(named[fixed].detach(), before[fixed])),
+            "trained_moved": not torch.equal(named[moving].detach(), before[moving]),
+            "update_skipped": metrics["update/skipped"],
+        }
+        del cohort, agent, named, before
+    out["ok"] = all(
+        v["frozen_unchanged"] and v["trained_moved"] and v["update_skipped"] == 0.0
+        for v in out["variants"].values()
+    )
+    return out

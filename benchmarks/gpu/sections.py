@@ -68,12 +68,13 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         "lora",
-        "LoRA and frozen-vision-tower variants of the pair: trained parameters, peak memory, a step",
+        "LoRA (r = 16) and frozen-vision-tower variants of each agent of the pair, one HF-engine step each: "
+        "trained parameters, peak memory next to `corl-vl plan`'s, frozen weights bit-identical",
         packages=("torch", "transformers", "peft"),
         gpus=1,
         gpu_memory_gib=40,
         code=("random_presets", "lora", "lora_check"),
-        estimate_s=80,
+        estimate_s=100,
     ),
     Section(
         "throughput",

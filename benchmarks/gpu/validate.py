@@ -107,6 +107,9 @@ def jobs(section: str, args: argparse.Namespace, on_gpu: bool) -> tuple[list[Job
         )
         label = "8×1024, V=151936" if on_gpu else "2×32, V=32000"
         return [("logprob_tail", label, size)], []
+    if section == "lora":
+        size = {} if on_gpu else {"dtype": "float32", "k": 2, "max_new_tokens": 8}
+        return [("lora", m, {"model": m, **size}) for m in payload_models(section, on_gpu)], []
     if section == "sync":
         return [("sync", args.cohort_model, {"model": args.cohort_model, "dtype": args.cohort_dtype})], []
     if section == "drift":
@@ -152,6 +155,15 @@ def details(section: str, r: dict[str, Any]) -> str:
         return (
             f"peak above the model {'n/a on CPU' if peak is None else f'{peak:.2f} GiB'}, {r['tail_s']:.2f} s"
         )
+    if section == "lora":
+        cells = []
+        for name, v in r["variants"].items():
+            peak = "n/a on CPU" if v["peak_memory_gib"] is None else f"{v['peak_memory_gib']:.1f} GiB"
+            planned = (v["plan"].get("agents") or [{}])[0].get("peak_gib", v["plan"].get("error", "?"))
+            cells.append(
+                f"{name}: {v['trained_parameters'] / 1e6:.1f} M trained, peak {peak} (plan {planned})"
+            )
+        return "; ".join(cells)
     if section == "throughput":
         return f"rollout {r['rollout_tokens_per_s']:.0f} tok/s, update {r['update_tokens_per_s']:.0f} tok/s"
     if section in ("hf_drift", "drift"):
@@ -237,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             "hf_agent": checks_hf.hf_agent,
             "logprob_tail": checks_hf.logprob_tail,
             "placement": checks_place.placement,
+            "lora": checks_hf.lora,
         }[args.run_one]
         Path(args.emit).write_text(json.dumps(fn(**json.loads(args.payload))))
         return 0

@@ -24,6 +24,7 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 LOGPROB_CHUNK_BYTES = 12 * 2**24  # model_adapters.logprob_tail: ≈ 12 bytes per logit of one chunk at its peak
 VLLM_OVERHEAD = 2 * GIB  # CUDA context, graphs and sampler buffers of one engine, beside weights and KV cache
 LORA_TARGETS_RANK = 16  # the plan's LoRA lever: rank 16 on every attention and MLP projection
+LORA_BYTES = 4  # peft keeps the adapters in fp32 beside bf16 weights: they train without master copies
 
 
 @dataclass(frozen=True)
@@ -151,11 +152,26 @@ def kv_cache(f: ModelFacts, tokens: int, wb: int) -> int:
 
 
 def agent_items(
-    f: ModelFacts, w: Workload, s: Sharding, *, freeze_vision: bool = False, lora: bool = False
+    f: ModelFacts,
+    w: Workload,
+    s: Sharding,
+    *,
+    freeze_vision: bool = False,
+    lora: bool = False,
+    lora_rank: int = LORA_TARGETS_RANK,
 ) -> dict[str, int]:
-    """Every training item of one agent on one of its devices (the plan's and the CPU benchmark's numbers)."""
-    trained = lora_parameters(f) if lora else f.parameters - (f.vision_parameters if freeze_vision else 0)
-    items = training_state(f.parameters, trained, w.weight_bytes, s, largest=f.vocab * f.hidden)
+    """Every training item of one agent on one of its devices (the plan's and the CPU benchmark's numbers).
+
+    ``freeze_vision``: the vision tower and its projector train nothing (``train.freeze``); ``lora``: only
+    rank-``lora_rank`` adapters train (``agents[i].lora``, corl_vl.train.lora), the base is frozen."""
+    if lora:
+        adapters = lora_parameters(f, lora_rank)
+        widest = max(f.hidden, f.intermediate, f.heads * f.head_dim)
+        items = training_state(adapters, adapters, LORA_BYTES, s, largest=lora_rank * widest)
+        items["weights"] += f.parameters * w.weight_bytes // (s.ranks if s.zero_stage >= 3 else 1)
+    else:
+        trained = f.parameters - (f.vision_parameters if freeze_vision else 0)
+        items = training_state(f.parameters, trained, w.weight_bytes, s, largest=f.vocab * f.hidden)
     items["activations"] = activations(f, w)
     # a frozen (or LoRA-wrapped) tower still runs forward, but keeps nothing for backward
     items["vision_activations"] = 0 if (freeze_vision or lora) else vision_activations(f, w)

@@ -221,6 +221,9 @@ def plan_for_config(
         offload_optimizer=offload,
         gpu_memory_utilization=cfg.rollout.gpu_memory_utilization,
         disable_dropout=cfg.train.disable_dropout,
+        # the plan counts the projector with the tower (it is about 1 % of the parameters of these models)
+        freeze_vision="vision_tower" in cfg.train.freeze,
+        lora=all(a.lora is not None for a in cfg.agents),
     )
     settings = dataclasses.replace(settings, **levers)
     facts = [(facts_for or _facts)(a) for a in cfg.agents]
@@ -247,7 +250,10 @@ def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
         # one process (one GPU) runs the Torch backend; DeepSpeed needs a launch (more GPUs, or offload)
         stage = s.zero_stage if s.gpus > 1 or s.offload_optimizer else 0
         sharding = ar.Sharding(ranks, stage, s.offload_optimizer, s.device)
-        items = ar.agent_items(f, work, sharding, freeze_vision=s.freeze_vision, lora=s.lora)
+        # an agent's own agents[i].lora (its rank), else the plan's LoRA lever (rank 16)
+        rank = agent.lora.r if agent.lora is not None else ar.LORA_TARGETS_RANK
+        lora = s.lora or agent.lora is not None
+        items = ar.agent_items(f, work, sharding, freeze_vision=s.freeze_vision, lora=lora, lora_rank=rank)
         other = dataclasses.replace(work, checkpointing=not work.checkpointing)
         info = {  # both settings shown; the peak counts the configured one (``activations``)
             "checkpointing_on": ar.activations(f, work if work.checkpointing else other),
@@ -341,11 +347,11 @@ LEVERS: list[tuple[str, Callable[[Settings, Any], Settings | None]]] = [
         else dataclasses.replace(s, offload_optimizer=True, zero_stage=max(2, s.zero_stage)),
     ),
     (
-        "freeze the vision tower",
+        "train.freeze=[vision_tower, projector]",
         lambda s, c: None if s.freeze_vision else dataclasses.replace(s, freeze_vision=True),
     ),
     (
-        f"LoRA r={ar.LORA_TARGETS_RANK} on attention and MLP",
+        f"agents[i].lora={{r: {ar.LORA_TARGETS_RANK}}} (LoRA on the language model's projections)",
         lambda s, c: None if s.lora else dataclasses.replace(s, lora=True),
     ),
 ]

@@ -25,6 +25,7 @@ from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.rollout.base import Completion, Rollout, cut_at_stop
 from corl_vl.rollout.sizing import stream_seed
+from corl_vl.rollout.weights import engine_state_dict
 
 
 class NonFiniteLogits(CorlError):
@@ -198,7 +199,7 @@ class HFEngine:
 
     def sync_weights(self, model: Any) -> None:
         if model is not self.model:
-            self.model.load_state_dict(model.state_dict())
+            self.model.load_state_dict(engine_state_dict(model))  # LoRA merged: a plain model
 
     def sleep(self) -> None:
         """Nothing to release: HF generate holds no memory between calls."""

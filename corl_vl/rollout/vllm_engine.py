@@ -50,6 +50,7 @@ from corl_vl.paths import cache_dir
 from corl_vl.rollout.base import Completion, Rollout, cut_at_stop
 from corl_vl.rollout.sizing import check_images, check_prompt_fits, stream_seed
 from corl_vl.rollout.vllm_outputs import check_prompt_tokens, completion_logprobs
+from corl_vl.rollout.weights import engine_state_dict
 
 
 def engine_kwargs(
@@ -102,12 +103,13 @@ def request_seeds(seed: int, n_problems: int, k: int, stream: tuple[int, int] = 
 
 
 def checkpoint_format_weights(model: Any, adapter: Any) -> list[tuple[str, Any]]:
-    """``model``'s tensors as vLLM's loaders read them: ``save_pretrained``'s names, then the adapter's hook."""
+    """``model``'s tensors (LoRA merged) as vLLM's loaders read them: ``save_pretrained``'s names, then the
+    adapter's hook."""
     from transformers.core_model_loading import revert_weight_conversion
 
     from model_adapters.vllm_layout import hooked_weights
 
-    return hooked_weights(adapter, revert_weight_conversion(model, model.state_dict()).items())
+    return hooked_weights(adapter, revert_weight_conversion(model, engine_state_dict(model)).items())
 
 
 def save_weights_on_this_rank(model: Any, adapter: Any, folder: Path) -> None:
@@ -117,7 +119,9 @@ def save_weights_on_this_rank(model: Any, adapter: Any, folder: Path) -> None:
 
     model.should_save_on_this_rank = lambda is_main_process: is_main_process
     try:
-        model.save_pretrained(folder, safe_serialization=True, is_main_process=True)
+        model.save_pretrained(
+            folder, safe_serialization=True, is_main_process=True, state_dict=engine_state_dict(model)
+        )
     finally:
         del model.should_save_on_this_rank
     adapter.processor.save_pretrained(folder)

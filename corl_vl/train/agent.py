@@ -41,6 +41,7 @@ from corl_vl.train.agent_rollout import build_engine, run_rollout
 from corl_vl.train.backends import TorchBackend, TrainingBackend
 from corl_vl.train.batch import Batch, length_mask
 from corl_vl.train.grpo import LossSpec, Normalizer, importance_weights, masked_mean, policy_loss
+from corl_vl.train.lora import prepare_training
 from corl_vl.train.minibatches import batch_rows, merge_updates, mini_batches, old_rows
 from corl_vl.train.training_defaults import apply_training_defaults
 from model_adapters.registry import create_adapter
@@ -112,10 +113,7 @@ class Agent:
         model = adapter.load_model(device=device)
         apply_training_defaults(model, cfg.train, device)  # checkpointing on GPU, dropout zeroed
         model.train()
-        ref = None
-        if cfg.grpo.beta > 0:
-            ref = adapter.load_model(device=device)
-            ref.requires_grad_(False)
+        ref = prepare_training(model, adapter, agent_cfg, cfg, device=device)  # LoRA, train.freeze, KL ref
         return cls(
             agent_cfg.name,
             adapter,

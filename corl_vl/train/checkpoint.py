@@ -17,7 +17,8 @@ Layout (:mod:`corl_vl.train.checkpoint_layout`)::
         meta.json                  step, agent names, format (written last: a folder without it is not a checkpoint)
         <agent>/                   only what from_pretrained and vLLM load: config.json, model.safetensors,
                                    processor files, corl_prompt.json (the exact chat template and pinned date)
-        state/<agent>/             trainer_state.{safetensors,json} (optimizer, scheduler), deepspeed/
+        state/<agent>/             trainer_state.{safetensors,json} (optimizer, scheduler), deepspeed/,
+                                   lora/ (an agent's LoRA adapters, peft's format; its <agent>/ is merged)
     RUN_DIR/checkpoints/latest     → the newest complete checkpoint (a directory symlink, so
                                    ``latest/<agent>`` loads with ``from_pretrained`` and ``vllm.LLM``; a text
                                    file with its name where the file system has no symlinks, as in older runs)
@@ -50,6 +51,7 @@ import torch
 
 from corl_vl.errors import CorlError
 from corl_vl.io import atomic_dir, os_error_line, replace_dir_atomic
+from corl_vl.rollout.weights import engine_state_dict
 from corl_vl.train.checkpoint_layout import (  # noqa: F401 (latest_checkpoint … are this module's API too)
     CHECKPOINTS,
     FORMAT,
@@ -60,8 +62,18 @@ from corl_vl.train.checkpoint_layout import (  # noqa: F401 (latest_checkpoint �
     read_meta,
     remove_stale_temps,
 )
+from corl_vl.train.lora import ADAPTER_FOLDER, has_lora, load_adapters, save_adapters
 from corl_vl.train.safe_state import check_pickle_globals, has_state, load_legacy, load_state, save_state
 from model_adapters.vllm_layout import apply_to_folder
+
+
+def save_model_folder(model: Any, folder: Path) -> None:
+    """``save_pretrained`` of the model as ``from_pretrained`` and vLLM load it: with LoRA, the merged weights
+    under the plain names (the adapters themselves go to the training state)."""
+    if has_lora(model):
+        model.save_pretrained(folder, safe_serialization=True, state_dict=engine_state_dict(model))
+    else:
+        model.save_pretrained(folder, safe_serialization=True)
 
 
 def _rng_state() -> dict[str, Any]:
@@ -136,7 +148,7 @@ def _save_single(run_dir: Path, cohort: Any) -> Path:
         tmp.mkdir()
         for agent in cohort.agents:
             folder = tmp / agent.name
-            agent.model.save_pretrained(folder, safe_serialization=True)
+            save_model_folder(agent.model, folder)
             # the tensors in the layout vLLM loads (the adapter's vllm_weights hook)
             apply_to_folder(folder, agent.adapter)
             agent.adapter.processor.save_pretrained(folder)
@@ -145,6 +157,8 @@ def _save_single(run_dir: Path, cohort: Any) -> Path:
             state = agent_state_folder(tmp, agent.name, FORMAT)
             state.mkdir(parents=True)
             save_state(agent.state_dict(), state, "trainer_state")
+            if has_lora(agent.model):
+                save_adapters(agent.model, state / ADAPTER_FOLDER)
         save_state({"cohort": cohort.state_dict(), "rng": _rng_state()}, tmp, "cohort_state")
         meta = {"step": cohort.step_index, "agents": [a.name for a in cohort.agents], "format": FORMAT}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
@@ -239,7 +253,11 @@ def load_checkpoint(path: str | Path, cohort: Any, *, allow_unsafe: bool = False
     state = _read_state(path, "cohort_state", allow_unsafe)
     _check_cohort_state(path, meta, state, rng=True)
     for agent in cohort.agents:
-        _load_weights(agent, path / agent.name)
+        if has_lora(agent.model):  # the base is the config's model, never trained: only the adapters load
+            folder = agent_state_folder(path, agent.name, meta.get("format", 1))
+            load_adapters(agent.model, folder / ADAPTER_FOLDER)
+        else:
+            _load_weights(agent, path / agent.name)
         _restore_agent_state(path, meta, agent, allow_unsafe)
         agent.sync()
     file = _state_file(path, "cohort_state")
@@ -260,7 +278,7 @@ def _save_pretrained_here(model: Any, folder: Path) -> None:
     """
     model.should_save_on_this_rank = lambda is_main_process: is_main_process
     try:
-        model.save_pretrained(folder, safe_serialization=True)
+        save_model_folder(model, folder)
     finally:
         del model.should_save_on_this_rank
     if not (folder / "config.json").exists():
