@@ -184,3 +184,15 @@ def test_frozen_inputs_still_train_under_gradient_checkpointing(trainable):
     assert metrics["qwen"]["grad_norm"] > 0
     after = _snapshot(qwen.model)
     assert layers and any(not torch.equal(after[n], before[n]) for n in layers)
+
+
+def test_disable_dropout_zeroes_the_model_but_keeps_the_lora_dropout_asked_for():
+    # train.disable_dropout runs before peft injects the adapters: a LoRA dropout the user set stays in force
+    cohort = Cohort.from_config(
+        load_config(TINY_COHORT, [*TINY, "agents.qwen.lora={r: 4, alpha: 8, dropout: 0.25}"])
+    )
+    qwen = cohort.agents[0]
+    rates = {n: m.p for n, m in qwen.model.named_modules() if isinstance(m, torch.nn.Dropout)}
+    lora = {n: p for n, p in rates.items() if "lora_dropout" in n}
+    assert lora and set(lora.values()) == {0.25}
+    assert all(p == 0.0 for n, p in rates.items() if n not in lora)
