@@ -62,10 +62,10 @@ def test_adversarial_inputs_are_linear_time() -> None:
     nested = "\\boxed{" + "{" * 5000 + "1" + "}" * 5000 + "}"
     huge = "the answer is " + "1" * 100_000
     many_boxes = "\\boxed{1}" * 20_000
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: a loaded machine stretches wall time, not the work done
     assert extract_answer(nested) is None  # balanced, but 10,001 characters is not an answer
     assert extract_answer("\\boxed{" + "{" * 400 + "1" + "}" * 400 + "}") == "{" * 400 + "1" + "}" * 400
     assert extract_answer(huge) is None  # over MAX_ANSWER_CHARS: prose, not an answer
     assert extract_answer(many_boxes) == "1"
     assert extract_answer("(" * 50_000, ABCD) is None
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
