@@ -2,7 +2,7 @@
 
 Random tiny models never write a parseable answer, so — as ``corl-vl demo`` does — every agent starts from a
 warm-started base (short supervised run on labelled synthetic pictures, cached): Qwen2.5-VL and InternVL3.5
-with the demo's own ``--fast`` recipe (the same cache entries), SmolVLM with one of its own. Nothing below forces
+with the demo's own bases (the same cache entries), SmolVLM with a short warm start of its own. Nothing below forces
 an answer: labels are the peers' real majority votes, rewards follow from them, and every agent must get labels,
 train rows and move its vision tower. ``corl-vl adapters check`` passes on all three bases.
 """
@@ -16,7 +16,6 @@ import torch
 from adapter_families import activate_example_plugins
 
 from corl_vl.cli import main as cli_main
-from corl_vl.cli.demo import FAST_WARM_START
 from corl_vl.config import apply_overrides, finalize, load_config
 from corl_vl.experiment import resolve
 from corl_vl.recipe import build_cohort
@@ -29,12 +28,13 @@ STEPS = 2
 @pytest.fixture(scope="module")
 def config():
     """The demo's experiment with a third agent, the plugin's SmolVLM, strong on both skills; every agent
-    starts from its warm-started base (the built-ins share the cache entries of ``corl-vl demo --fast``)."""
+    starts from its warm-started base (the built-ins share the cache entries of ``corl-vl demo``)."""
     activate_example_plugins()
-    cfg = load_config(DEMO, [f"experiment.warm_start.{k}={v}" for k, v in FAST_WARM_START.items()])
+    cfg = load_config(DEMO)
     exp = cfg.experiment
     exp.warm_start["skill_sets"] = [*exp.warm_start["skill_sets"], []]
-    exp.agents["smol"] = {}  # no skill set of its own: strong on every skill
+    # no skill set of its own: strong on every skill, from a short warm start (a base only this test uses)
+    exp.agents["smol"] = {"labels_per_skill": 128, "steps": 60}
     smol = registry.get_adapter_class("smolvlm").tiny_checkpoint()
     cfg.agents.append(type(cfg.agents[0])(name="smol", model=str(smol)))
     overrides = [
