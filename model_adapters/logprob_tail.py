@@ -62,12 +62,16 @@ def _chunk_outputs(
 
 
 def _linear_head(head: Any, hidden: torch.Tensor) -> bool:
-    """A plain, materialised ``nn.Linear`` over ``hidden``'s width (not a subclass with other weights, not a
-    ZeRO-3 shard whose weight is empty outside the module's forward)."""
+    """A plain ``nn.Linear`` over ``hidden``'s width (not a subclass with other weights), not managed by ZeRO-3
+    (``ds_id``): its weight is a shard outside the module's forward, gathered only when the module runs."""
     import torch
 
+    weight = getattr(head, "weight", None)
     return (
-        type(head) is torch.nn.Linear and head.weight.dim() == 2 and head.weight.shape[1] == hidden.shape[-1]
+        type(head) is torch.nn.Linear
+        and getattr(weight, "ds_id", None) is None
+        and weight.dim() == 2
+        and weight.shape[1] == hidden.shape[-1]
     )
 
 
