@@ -3,22 +3,28 @@
 Why chunks: the full tail holds ``tokens × vocab`` floats several times over (logits, their fp32 copy, the
 log-softmax), which at a 150–260 k vocabulary is gigabytes per thousand completion tokens. Here the head runs
 on at most ``chunk_elements // vocab`` tokens at a time, and under autograd each chunk is recomputed in the
-backward pass (activation checkpointing), so only the hidden states (``tokens × hidden``) stay alive between
-forward and backward: the tail's memory is bounded by the chunk, not by the completion length.
+backward pass, so only the hidden states (``tokens × hidden``) stay alive between forward and backward: the
+tail's memory is bounded by the chunk, not by the completion length.
 
-The arithmetic is today's textbook one, chunk by chunk: ``log_softmax(softcap(head(h)).float() / T)``.
+A plain linear head (every supported family's) goes through the autograd function of :func:`_linear_tail`,
+whose backward adds the chunks' LM-head weight gradients into ONE buffer: left to autograd, each chunk's
+gradient is a full ``vocab × hidden`` tensor summed out of place, so two or three of them are alive at the
+peak. Any other head (a wrapped or sharded one) takes the generic path: activation checkpointing per chunk.
+
+The arithmetic is the textbook one, chunk by chunk: ``log_softmax(softcap(head(h)).float() / T)``.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
 
-# fp32 elements of one chunk's logits: ≈ 12 bytes each are live at the backward's peak (log-softmax output,
-# its gradient, the gradient of the gather), so 2**24 elements keep the chunk's share near 200 MB.
+# fp32 elements of one chunk's logits: ≈ 12 bytes each are live at the backward's peak (the log-softmax, the
+# logits' gradient, a cast of it), so 2**24 elements keep the chunk's share near 200 MB.
 CHUNK_ELEMENTS = 2**24
 
 
@@ -26,6 +32,47 @@ def chunk_tokens(vocab_size: int, chunk_elements: int | None = None) -> int:
     """Tokens per chunk so that one chunk's logits hold at most ``chunk_elements`` values (default
     :data:`CHUNK_ELEMENTS`, read at call time), at least 1 token."""
     return max(1, (chunk_elements or CHUNK_ELEMENTS) // max(1, vocab_size))
+
+
+def _chunk_log_softmax(
+    head: Callable[[torch.Tensor], torch.Tensor], h: torch.Tensor, temperature: float, softcap: float | None
+) -> torch.Tensor:
+    """fp32 ``log_softmax(softcap(head(h)).float() / T)`` of one chunk, with no extra full-size copy."""
+    import torch
+
+    logits = head(h)
+    if softcap is not None:  # the family's own logit soft-capping, as its forward applies it
+        logits = torch.tanh(logits / softcap) * softcap
+    logits = logits.float()
+    if temperature != 1.0:  # in place: no backward reads the head's (or the cast's) output
+        logits.div_(temperature)
+    return torch.log_softmax(logits, dim=-1)
+
+
+def _chunk_outputs(
+    logp: torch.Tensor, t: torch.Tensor, with_entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    picked = logp.gather(-1, t[:, None]).squeeze(-1)
+    if not with_entropy:
+        return picked, None, None
+    entropy = -(logp.exp() * logp).sum(-1)
+    # logsumexp(z) - mean_v z == -mean_v log_softmax(z) for z = logits / T (Intuitor's self-certainty)
+    certainty = -logp.mean(-1)
+    return picked, entropy, certainty
+
+
+def _linear_head(head: Any, hidden: torch.Tensor) -> bool:
+    """A plain ``nn.Linear`` over ``hidden``'s width (not a subclass with other weights), not managed by ZeRO-3
+    (``ds_id``): its weight is a shard outside the module's forward, gathered only when the module runs."""
+    import torch
+
+    weight = getattr(head, "weight", None)
+    return (
+        type(head) is torch.nn.Linear
+        and getattr(weight, "ds_id", None) is None
+        and weight.dim() == 2
+        and weight.shape[1] == hidden.shape[-1]
+    )
 
 
 def token_logprobs(
@@ -50,36 +97,140 @@ def token_logprobs(
 
     if temperature <= 0:
         raise ValueError("temperature must be > 0")
-
-    def chunk(h: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        logits = head(h)
-        if softcap is not None:  # the family's own logit soft-capping, as its forward applies it
-            logits = torch.tanh(logits / softcap) * softcap
-        logits = logits.float()
-        if temperature != 1.0:  # in place: no backward reads the head's (or the cast's) output
-            logits.div_(temperature)
-        logp = torch.log_softmax(logits, dim=-1)
-        del logits
-        picked = logp.gather(-1, t[:, None]).squeeze(-1)
-        if not with_entropy:
-            return (picked,)
-        entropy = -(logp.exp() * logp).sum(-1)
-        # logsumexp(z) - mean_v z == -mean_v log_softmax(z) for z = logits / T (Intuitor's self-certainty)
-        certainty = -logp.mean(-1)
-        return picked, entropy, certainty
-
     step = chunk_tokens(vocab_size, chunk_elements)
-    recompute = torch.is_grad_enabled() and (
-        hidden.requires_grad or any(p.requires_grad for p in getattr(head, "parameters", list)())
-    )
-    parts: list[tuple[torch.Tensor, ...]] = []
-    for start in range(0, hidden.shape[0], step):
-        h, t = hidden[start : start + step], targets[start : start + step]
-        parts.append(checkpoint(chunk, h, t, use_reentrant=False) if recompute else chunk(h, t))
-    if not parts:
+    if hidden.shape[0] == 0:
         empty = hidden.new_zeros((0,), dtype=torch.float32)
         return empty, (empty if with_entropy else None), (empty if with_entropy else None)
+    trains = torch.is_grad_enabled() and (
+        hidden.requires_grad or any(p.requires_grad for p in getattr(head, "parameters", list)())
+    )
+    if trains and _linear_head(head, hidden):
+        picked, entropy, certainty = _linear_tail().apply(
+            hidden, head.weight, head.bias, targets, head, step, temperature, softcap, with_entropy
+        )
+        return (picked, entropy, certainty) if with_entropy else (picked, None, None)
+
+    def chunk(h: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        return _chunk_outputs(_chunk_log_softmax(head, h, temperature, softcap), t, with_entropy)
+
+    parts: list[tuple[torch.Tensor | None, ...]] = []
+    for start in range(0, hidden.shape[0], step):
+        h, t = hidden[start : start + step], targets[start : start + step]
+        parts.append(checkpoint(chunk, h, t, use_reentrant=False) if trains else chunk(h, t))
     picked = torch.cat([p[0] for p in parts])
     if not with_entropy:
         return picked, None, None
     return picked, torch.cat([p[1] for p in parts]), torch.cat([p[2] for p in parts])
+
+
+@functools.cache
+def _linear_tail() -> type:
+    """The autograd function, built on first use (torch is imported lazily across the package)."""
+    import torch
+
+    class LinearTail(torch.autograd.Function):
+        """Chunked tail of a linear head with a hand-written backward (see the module docstring for why).
+
+        Per chunk of rows ``x = softcap(h Wᵀ + b).float() / T``, ``logp = log_softmax(x)``, ``p = exp(logp)``:
+        d picked/dx = onehot(t) − p;  d entropy/dx = −p (logp + entropy);  d certainty/dx = p − 1/V.
+        """
+
+        @staticmethod
+        def forward(  # type: ignore[override]
+            ctx: Any,
+            hidden: torch.Tensor,
+            weight: torch.Tensor,
+            bias: torch.Tensor | None,
+            targets: torch.Tensor,
+            head: Any,
+            step: int,
+            temperature: float,
+            softcap: float | None,
+            with_entropy: bool,
+        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            parts = []
+            for start in range(0, hidden.shape[0], step):
+                logp = _chunk_log_softmax(head, hidden[start : start + step], temperature, softcap)
+                parts.append(_chunk_outputs(logp, targets[start : start + step], with_entropy))
+                del logp
+            picked = torch.cat([p[0] for p in parts])
+            if with_entropy:
+                entropy, certainty = torch.cat([p[1] for p in parts]), torch.cat([p[2] for p in parts])
+            else:  # placeholders: a Function's outputs must be tensors
+                entropy, certainty = picked.new_zeros(0), picked.new_zeros(0)
+                ctx.mark_non_differentiable(entropy, certainty)
+            ctx.save_for_backward(hidden, weight, bias, targets, entropy)
+            ctx.head, ctx.step, ctx.temperature, ctx.softcap = head, step, temperature, softcap
+            ctx.set_materialize_grads(False)
+            return picked, entropy, certainty
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(  # type: ignore[override]
+            ctx: Any, g_picked: torch.Tensor | None, g_entropy: torch.Tensor | None, g_sc: torch.Tensor | None
+        ) -> tuple[torch.Tensor | None, ...]:
+            hidden, weight, bias, targets, entropy = ctx.saved_tensors
+            need_h, need_w, need_b = ctx.needs_input_grad[:3]
+            grad_h = torch.empty_like(hidden) if need_h else None
+            grad_w = torch.zeros_like(weight) if need_w else None  # the one buffer every chunk adds into
+            grad_b = torch.zeros_like(bias) if need_b else None
+            for start in range(0, hidden.shape[0], ctx.step):
+                stop = min(start + ctx.step, hidden.shape[0])
+                h = hidden[start:stop]
+                z = ctx.head(h)  # recomputed through the module, so its hooks see every chunk
+                grad_z = _logits_gradient(
+                    ctx, z, targets[start:stop], entropy, start, stop, g_picked, g_entropy, g_sc
+                ).to(weight.dtype)
+                del z
+                if grad_h is not None:
+                    grad_h[start:stop] = grad_z @ weight
+                if grad_w is not None:
+                    grad_w.addmm_(grad_z.t(), h.to(weight.dtype))
+                if grad_b is not None:
+                    grad_b.add_(grad_z.sum(0))
+            return grad_h, grad_w, grad_b, None, None, None, None, None, None
+
+    return LinearTail
+
+
+def _logits_gradient(
+    ctx: Any,
+    z: torch.Tensor,
+    t: torch.Tensor,
+    entropy: torch.Tensor,
+    start: int,
+    stop: int,
+    g_picked: torch.Tensor | None,
+    g_entropy: torch.Tensor | None,
+    g_sc: torch.Tensor | None,
+) -> torch.Tensor:
+    """Gradient of the chunk's outputs with respect to the head's output ``z`` (overwritten), in ``z``'s dtype.
+
+    At most two fp32 chunk-sized tensors are alive at once (the log-softmax, reused in place, and ``p``)."""
+    import torch
+
+    logp = _chunk_log_softmax(lambda _h: z, z, ctx.temperature, ctx.softcap)
+    coef = torch.zeros(stop - start, 1, dtype=logp.dtype, device=logp.device)  # per row: −p × coef
+    if g_picked is not None:
+        coef += g_picked[start:stop, None]
+    if g_sc is not None:
+        coef -= g_sc[start:stop, None]
+    if g_entropy is not None:
+        p = logp.exp()
+        grad = (
+            logp.add_(entropy[start:stop, None]).mul_(g_entropy[start:stop, None]).add_(coef).mul_(p).neg_()
+        )
+        del p
+    else:
+        grad = logp.exp_().mul_(-coef)
+    if g_picked is not None:
+        grad.scatter_add_(1, t[:, None], g_picked[start:stop, None])
+    if g_sc is not None:
+        grad.sub_(g_sc[start:stop, None] / z.shape[-1])
+    if ctx.temperature != 1.0:
+        grad.div_(ctx.temperature)
+    grad_z = grad.to(z.dtype)
+    del grad
+    if ctx.softcap is not None:  # d(c·tanh(z/c))/dz = 1 − tanh²(z/c)
+        grad_z.mul_(z.div_(ctx.softcap).tanh_().square_().neg_().add_(1))
+    return grad_z

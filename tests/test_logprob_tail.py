@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from corl_vl.data.problem import Problem
 from model_adapters import create_adapter, logprob_tail
@@ -59,22 +60,32 @@ def _textbook(head, hidden, targets, temperature, softcap):
     return logp.gather(-1, targets[:, None]).squeeze(-1), -(logp.exp() * logp).sum(-1), -logp.mean(-1)
 
 
-@pytest.mark.parametrize(("temperature", "softcap"), [(1.0, None), (0.7, None), (1.3, 5.0)])
-def test_chunked_equals_unchunked_with_gradients(temperature, softcap):
+@pytest.mark.parametrize(
+    ("temperature", "softcap", "bias", "entropy_in_loss"),
+    [(1.0, None, False, False), (0.7, None, False, True), (1.3, 5.0, True, True), (1.0, None, True, False)],
+)
+def test_chunked_equals_unchunked_with_gradients(temperature, softcap, bias, entropy_in_loss):
     g = torch.Generator().manual_seed(0)
-    head = torch.nn.Linear(16, 50, bias=False)
+    head = torch.nn.Linear(16, 50, bias=bias)
     with torch.no_grad():
         head.weight.copy_(0.25 * torch.randn(50, 16, generator=g))
+        if bias:
+            head.bias.copy_(torch.randn(50, generator=g))
     hidden = torch.randn(23, 16, generator=g, requires_grad=True)
     targets = torch.randint(0, 50, (23,), generator=g)
-    weights = torch.randn(23, generator=g)
+    weights = torch.randn(3, 23, generator=g)
 
     def grads(fn):
         head.zero_grad(set_to_none=True)
         hidden.grad = None
         lp, ent, sc = fn()
-        (weights * lp).sum().backward()
-        return lp.detach(), ent.detach(), sc.detach(), head.weight.grad.clone(), hidden.grad.clone()
+        # an entropy bonus / self-certainty term backpropagates through the other two outputs
+        loss = (weights[0] * lp).sum() + (
+            (weights[1] * ent).sum() + (weights[2] * sc).sum()
+        ) * entropy_in_loss
+        loss.backward()
+        params = [p.grad.clone() for p in head.parameters()]
+        return lp.detach(), ent.detach(), sc.detach(), *params, hidden.grad.clone()
 
     ref = grads(lambda: _textbook(head, hidden, targets, temperature, softcap))
 
@@ -91,8 +102,13 @@ def test_chunked_equals_unchunked_with_gradients(temperature, softcap):
         )
 
     got = grads(chunked)
-    for a, b in zip(got, ref, strict=True):
+    for a, b in zip(got[:3], ref[:3], strict=True):  # logprobs, entropy, self-certainty: the same ops per row
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+    # The gradients come from the closed form (onehot − p, −p(logp + H), p − 1/V) rather than autograd's chain
+    # through exp and log_softmax, and sum over tokens chunk by chunk: each fp32 term rounds differently by a
+    # few ulps (~1e-7 relative), summed over 23 tokens; a wrong term would be off by the gradient's own size.
+    for a, b in zip(got[3:], ref[3:], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=2e-6)
 
 
 # ---------------------------------------------------------------------------------------------- real families
@@ -170,3 +186,57 @@ def test_the_head_never_sees_more_than_one_chunk(monkeypatch):
         handle.remove()
     assert max(seen) <= 2  # 10 real completion tokens, 2 per chunk, recomputed in backward
     assert sum(seen) == 2 * 10  # every real token once forward, once in the recompute; no padding slot
+
+
+class _WeightSizedAllocations(TorchDispatchMode):
+    """Counts op outputs with the LM-head weight's shape that are new tensors (not an in-place update)."""
+
+    def __init__(self, shape: torch.Size) -> None:
+        super().__init__()
+        self.shape, self.count = shape, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if any(r.alias_info is not None for r in func._schema.returns):  # a view, or written in place
+            return out
+        for t in out if isinstance(out, tuple | list) else [out]:
+            if isinstance(t, torch.Tensor) and t.shape == self.shape:
+                self.count += 1
+        return out
+
+
+@pytest.mark.parametrize("with_entropy", [False, True])
+def test_the_head_weight_gradient_is_one_buffer_across_chunks(with_entropy):
+    # 7 chunks of 4 tokens: autograd would build one weight-sized gradient per chunk and sum them out of place
+    # (at a 150 k vocabulary each is 0.6 GB); the tail's backward allocates one and adds every chunk into it.
+    g = torch.Generator().manual_seed(0)
+    head = torch.nn.Linear(16, 50, bias=False)
+    hidden = torch.randn(28, 16, generator=g, requires_grad=True)
+    targets = torch.randint(0, 50, (28,), generator=g)
+    lp, ent, _ = token_logprobs(
+        head, hidden, targets, vocab_size=50, with_entropy=with_entropy, chunk_elements=50 * 4
+    )
+    loss = lp.sum() + (ent.sum() if with_entropy else 0)
+    counter = _WeightSizedAllocations(head.weight.shape)
+    with counter:
+        loss.backward()
+    assert counter.count == 1
+    assert head.weight.grad is not None and hidden.grad is not None
+
+
+@pytest.mark.parametrize(("head_trains", "hidden_trains"), [(False, True), (True, False)])
+def test_only_what_trains_gets_a_gradient(head_trains, hidden_trains):
+    # a frozen head (LoRA) still passes the gradient to the hidden states, and the other way round
+    g = torch.Generator().manual_seed(3)
+    head = torch.nn.Linear(16, 50, bias=False).requires_grad_(head_trains)
+    hidden = torch.randn(9, 16, generator=g).requires_grad_(hidden_trains)
+    targets = torch.randint(0, 50, (9,), generator=g)
+    token_logprobs(head, hidden, targets, vocab_size=50, chunk_elements=50 * 4)[0].sum().backward()
+    got = head.weight.grad, hidden.grad
+    head.weight.grad, hidden.grad = None, None
+    _textbook(head, hidden, targets, 1.0, None)[0].sum().backward()
+    for a, b in zip(got, (head.weight.grad, hidden.grad), strict=True):
+        assert (a is None) == (b is None)
+        if b is not None:
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=2e-6)
+    assert (got[0] is None) != head_trains and (got[1] is None) != hidden_trains

@@ -219,6 +219,7 @@ print("RESULT " + json.dumps(results))
 """
 
 
+@pytest.mark.vllm
 def test_vllm_cpu_loads_tiny_qwen_checkpoints_with_hf_greedy_output(tmp_path):
     """vLLM (CPU) serves the cached tiny Qwen2 and Qwen2.5-VL folders as-is, greedy output equal to HF fp32."""
     import os
