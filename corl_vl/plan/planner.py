@@ -41,7 +41,6 @@ class Settings:
     freeze_vision: bool = False
     lora: bool = False
     gpu_memory_utilization: float = 0.45
-    device: str = "cuda"
 
 
 @dataclass
@@ -183,7 +182,7 @@ def plan_for_config(
         micro_batch=cfg.grpo.micro_batch_size,
         checkpointing=cfg.train.gradient_checkpointing,
         zero_stage=stage,
-        offload_optimizer=offload,
+        offload_optimizer=offload or cfg.optimizer.offload == "cpu",
         gpu_memory_utilization=cfg.rollout.gpu_memory_utilization,
     )
     settings = dataclasses.replace(settings, **levers)
@@ -205,11 +204,12 @@ def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
         wb = ar.DTYPE_BYTES[str(agent.adapter_kwargs.get("dtype", "float32"))]
         images = IMAGES_PER_PROMPT if f.image_tokens else 0
         seq = max_len + images * f.image_tokens
-        work = ar.Workload(s.micro_batch, seq, cfg.grpo.max_new_tokens, images, s.checkpointing, wb)
+        split = agent.adapter_kwargs.get("dtype") == "bfloat16"
+        work = ar.Workload(s.micro_batch, seq, cfg.grpo.max_new_tokens, images, s.checkpointing, wb, split)
         ranks = per_agent if s.gpus >= n else 1
-        # one process (one GPU) runs the Torch backend; DeepSpeed needs a launch (more GPUs, or offload)
+        # one process (one GPU) runs the Torch backend (optimizer.offload included); DeepSpeed needs a launch
         stage = s.zero_stage if s.gpus > 1 or s.offload_optimizer else 0
-        sharding = ar.Sharding(ranks, stage, s.offload_optimizer, s.device)
+        sharding = ar.Sharding(ranks, stage, s.offload_optimizer)
         items = ar.agent_items(f, work, sharding, freeze_vision=s.freeze_vision, lora=s.lora)
         other = dataclasses.replace(work, checkpointing=not work.checkpointing)
         info = {  # both settings shown; the peak counts the configured one (``activations``)
@@ -266,11 +266,9 @@ LEVERS: list[tuple[str, Callable[[Settings, Any], Settings | None]]] = [
         if s.zero_stage < 3 and s.gpus >= 2 * len(c.agents)
         else None,
     ),
-    (
-        "optimizer offload to CPU (DeepSpeed zero_optimization.offload_optimizer.device: cpu)",
-        lambda s, c: None
-        if s.offload_optimizer
-        else dataclasses.replace(s, offload_optimizer=True, zero_stage=max(2, s.zero_stage)),
+    (  # the Torch backend's offload in one process; under DeepSpeed its offload_optimizer
+        "optimizer.offload=cpu",
+        lambda s, c: None if s.offload_optimizer else dataclasses.replace(s, offload_optimizer=True),
     ),
     (
         "freeze the vision tower",

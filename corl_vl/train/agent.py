@@ -77,7 +77,7 @@ class Agent:
         # distributed runs swap in a DeepSpeedBackend over the same model and optimizer (Cohort.from_config)
         # the schedule counts optimizer steps: grpo.updates_per_batch of them per cohort step
         schedule = dataclasses.replace(cfg.train, max_steps=cfg.train.max_steps * cfg.grpo.updates_per_batch)
-        self.backend: TrainingBackend = TorchBackend(model, schedule, lr=self.lr)
+        self.backend: TrainingBackend = TorchBackend(model, schedule, lr=self.lr, optimizer=cfg.optimizer)
         if engine is None:
             kind, why = resolve_engine(cfg.rollout.engine, model, vllm_min_params=cfg.rollout.vllm_min_params)
             _log.info("agent %s: rollout engine %s (%s)", name, kind, why)

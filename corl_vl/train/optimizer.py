@@ -28,7 +28,7 @@ from torch.optim.adam import adam as adam_functional
 
 from corl_vl.errors import CorlError
 
-CHUNK = 1 << 22  # elements per step slice: 16 MiB of fp32
+CHUNK = 1 << 20  # elements per step slice: 4 MiB of fp32
 
 
 def split_fp32(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
