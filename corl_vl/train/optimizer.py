@@ -133,11 +133,16 @@ class MasterAdamW(torch.optim.Optimizer):
             "fused": resolve_fused(fused, device),
         }
         super().__init__(masters, defaults)
-        self.masters = masters
         self.grads: list[torch.Tensor | None] = [None] * len(masters)
         self._hooks = [
             w.register_post_accumulate_grad_hook(self._hook(i)) for i, w in enumerate(self.weights)
         ]
+
+    @property
+    def masters(self) -> list[torch.Tensor]:
+        """The stored masters, parallel to ``weights`` (read from the param group: code that moves the
+        optimizer's tensors to another device in place, ``tensor.data = …``, is seen here)."""
+        return self.param_groups[0]["params"]
 
     def remove_hooks(self) -> None:
         """Stop taking over the weights' gradients (another optimizer is to step them)."""
