@@ -29,8 +29,8 @@ PROMPT_TOKENS, COMPLETION_TOKENS = 64, 16  # short: the optimizer's bytes, not a
 # (preset, micro-batches per step, optimizer.offload)
 POINTS: list[tuple[str, int, str]] = [
     ("qwen3-1.7b@width-only", 1, "none"),
-    ("qwen3-1.7b@width-only", 4, "none"),
     ("qwen3-1.7b@width-only", 1, "cpu"),
+    ("qwen3-1.7b@width-only", 2, "none"),
 ]
 
 
@@ -104,27 +104,44 @@ def main() -> None:
         preset, micro_batches, offload = args.one
         print(json.dumps(measure(preset, int(micro_batches), offload)))
         return
-    from peak_memory import run_points  # this script's folder
-
     from corl_vl.io import write_text_atomic
 
     # glibc otherwise raises its mmap threshold up to 32 MiB as blocks are freed and keeps later blocks of that
     # size in the heap after they are freed: the resident size would count memory the code no longer holds
     os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(1 << 16))
-    if args.code:  # run_points puts this checkout first on PYTHONPATH; the other code goes before it
-        os.environ["CORL_VL_CODE"] = str(args.code.resolve())
     points = [p for p in POINTS if args.code is None or p[2] == "none"]  # older code has no offload
-    rows = run_points(__file__, points)
     payload = json.loads(args.out.read_text()) if args.out.exists() else {}
     payload["command"] = "python benchmarks/perf/optimizer_memory.py [--code DIR --label before]"
-    payload[args.label] = rows
+    payload[args.label] = []
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(args.out, json.dumps(payload, indent=1) + "\n")
+    for point in points:  # written after every point: a point the machine cannot hold loses only itself
+        payload[args.label].append(_run_point(point, args.code))
+        write_text_atomic(args.out, json.dumps(payload, indent=1) + "\n")
+
+
+def _run_point(point: tuple[str, int, str], code: Path | None) -> dict[str, Any]:
+    """One point in a fresh process (``peak_memory.run_points``), or with another checkout's code first on
+    ``PYTHONPATH`` (``corl_vl`` is imported as the interpreter starts, so the child cannot switch later)."""
+    import subprocess
+    import sys
+
+    from peak_memory import run_points  # this script's folder
+
+    if code is None:
+        return run_points(__file__, [point])[0]
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code.resolve()), str(here)])}
+    out = subprocess.run(
+        [sys.executable, __file__, "--one", *map(str, point)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    print(json.dumps(row), flush=True)
+    return row
 
 
 if __name__ == "__main__":
-    if os.environ.get("CORL_VL_CODE"):
-        import sys
-
-        sys.path.insert(0, os.environ["CORL_VL_CODE"])
     main()
