@@ -126,7 +126,7 @@ def test_cpu_offload_gives_the_same_weights(dtype):
 
 
 def test_offload_setting_is_checked():
-    raw = {"agents": [{"model": "tiny-qwen2.5"}], "optimizer": {"offload": "gpu"}}
+    raw = {"agents": [{"model": "tiny-qwen2.5"}, {"model": "tiny-llama3"}], "optimizer": {"offload": "gpu"}}
     with pytest.raises(CorlError, match=r"optimizer\.offload: must be one of none, cpu"):
         config_from_dict(raw)
 
@@ -169,3 +169,18 @@ def test_an_fp32_master_from_a_checkpoint_loads_into_split_masters():
     assert model.weight.item() == 1 + 2**-7  # the model's weight is the master rounded
     backend.optimizer.load_master(0, None)  # no masters saved: restart from the weight
     assert backend.optimizer.full_master(0).item() == 1 + 2**-7
+
+
+def test_offload_under_a_deepspeed_launch_is_refused():
+    from types import SimpleNamespace
+
+    from corl_vl.train.backends import launch_backend
+
+    agents = [{"model": "tiny-qwen2.5"}, {"model": "tiny-llama3"}]
+    cfg = config_from_dict({"agents": agents, "optimizer": {"offload": "cpu"}})
+    backend = TorchBackend(_scalar_model(), NO_CLIP, lr=1e-3)
+    launch = SimpleNamespace(group_size=1, mpu=None, dp_group=None)
+    with pytest.raises(
+        CorlError, match=r"optimizer\.offload: cpu is the Torch backend's .*offload_optimizer"
+    ):
+        launch_backend(backend, cfg, launch)

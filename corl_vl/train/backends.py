@@ -68,6 +68,11 @@ def launch_backend(backend: TorchBackend, cfg: Any, dist: Any) -> TrainingBacken
     if dist is None:
         return backend
     settings = cfg.distributed
+    if cfg.optimizer.offload != "none":
+        raise CorlError(
+            f"optimizer.offload: {cfg.optimizer.offload} is the Torch backend's (one process); a DeepSpeed launch "
+            "offloads through its config (zero_optimization.offload_optimizer.device: cpu)"
+        )
     if not settings.deepspeed:
         raise CorlError(
             "distributed.deepspeed: a multi-process launch needs a DeepSpeed config "
