@@ -165,3 +165,18 @@ def test_cli_plan_json(capsys):
 def test_cli_plan_needs_gpus(capsys):
     assert main(["plan", "--pair", "tiny-qwen2.5,tiny-qwen3", "--gpus", "0", "--gpu-memory", "80GB"]) == 2
     assert "pass --gpus N --gpu-memory 80GB" in capsys.readouterr().err
+
+
+def test_optimizer_offload_setting_is_planned_in_one_process():
+    cfg = _cfg()
+    cfg.optimizer.offload = "cpu"
+    plan = plan_for_config(cfg, 1, 10**9, facts_for=_facts)
+    items = plan.agents[0].items
+    # the Torch backend (one GPU): only the bf16 weights stay on the device
+    assert plan.settings.offload_optimizer and plan.settings.zero_stage == 0
+    assert (items["weights"], items["master_weights"], items["gradients"], items["optimizer_state"]) == (
+        2000,
+        0,
+        0,
+        0,
+    )
