@@ -86,6 +86,11 @@ def clip_gradients(grads: list[torch.Tensor], max_norm: float) -> torch.Tensor:
     return norm
 
 
+def _dtype(master: torch.Tensor) -> torch.dtype:
+    """What the step computes in: fp32, or an fp64 weight's own precision (low halves are int16)."""
+    return master.dtype if master.dtype == torch.float64 else torch.float32
+
+
 def _chunks(n: int) -> Iterator[slice]:
     for start in range(0, n, CHUNK):
         yield slice(start, min(n, start + CHUNK))
@@ -115,7 +120,7 @@ class MasterAdamW(torch.optim.Optimizer):
         for weight in self.weights:
             if not weight.is_contiguous():  # the chunked step works on flat views
                 weight.data = weight.data.contiguous()
-            if weight.dtype == torch.float32 and not offload and not force_masters:
+            if weight.dtype in (torch.float32, torch.float64) and not offload and not force_masters:
                 kind, master = "self", weight
             elif weight.dtype == torch.bfloat16 and not offload:
                 kind, master = "split", torch.zeros_like(weight, dtype=torch.int16)  # master == weight
@@ -167,12 +172,12 @@ class MasterAdamW(torch.optim.Optimizer):
             self.grads[index] = grad  # already fp32 where the step runs: taken over, not copied
             return
         if acc is None:
-            acc = self.grads[index] = torch.empty(master.shape, dtype=torch.float32, device=master.device)
+            acc = self.grads[index] = torch.empty(master.shape, dtype=_dtype(master), device=master.device)
             for part in _chunks(acc.numel()):
                 acc.view(-1)[part].copy_(grad.reshape(-1)[part])
             return
         for part in _chunks(acc.numel()):
-            acc.view(-1)[part].add_(grad.reshape(-1)[part].to(acc.device, torch.float32))
+            acc.view(-1)[part].add_(grad.reshape(-1)[part].to(acc.device, acc.dtype))
 
     def collect_grads(self) -> list[torch.Tensor]:
         """Take over gradients set on the weights directly (no backward hook ran); the fp32 accumulators."""
@@ -241,8 +246,8 @@ class MasterAdamW(torch.optim.Optimizer):
             state = self.state[master]
             if not state:
                 state["step"] = torch.zeros((), dtype=torch.float32, device=master.device)
-                state["exp_avg"] = torch.zeros(master.shape, dtype=torch.float32, device=master.device)
-                state["exp_avg_sq"] = torch.zeros(master.shape, dtype=torch.float32, device=master.device)
+                state["exp_avg"] = torch.zeros(master.shape, dtype=_dtype(master), device=master.device)
+                state["exp_avg_sq"] = torch.zeros(master.shape, dtype=_dtype(master), device=master.device)
             self._step_one(index, state, grad, options)
             state["step"].add_(1)
 
