@@ -135,10 +135,13 @@ def _advance_schedule(scheduler: torch.optim.lr_scheduler.LRScheduler) -> None:
 class TorchBackend:
     """One process holds the whole model: plain ``backward``, clip, AdamW ``step``.
 
-    Low-precision (bf16/fp16) parameters get fp32 master weights: AdamW steps the fp32 copies and the model
+    Low-precision (bf16/fp16) parameters get fp32 master weights: AdamW steps the fp32 masters and the model
     receives them rounded. Stepping bf16 weights directly loses every update smaller than half a bf16 ulp —
-    at RL learning rates (~1e-6) that is nearly all of them, and the run silently trains nothing.
-    ``master_weights=None`` decides by the parameters' dtype; DeepSpeed keeps its own masters (``False``).
+    at RL learning rates (~1e-6) that is nearly all of them, and the run silently trains nothing. The
+    optimizer (:class:`~corl_vl.train.optimizer.MasterAdamW`) stores bf16 masters as low halves, sums
+    micro-batch gradients in fp32 and honours ``optimizer.fused`` / ``optimizer.offload``.
+    ``master_weights=None`` decides by the parameters' dtype (``True``: fp32 copies even of fp32 weights);
+    ``False`` steps the parameters themselves with torch's AdamW (DeepSpeed keeps its own masters).
     """
 
     def __init__(
