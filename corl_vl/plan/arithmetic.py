@@ -40,9 +40,8 @@ class Workload:
     images: int  # images per sequence
     checkpointing: bool
     weight_bytes: int  # 2 for bf16/fp16, 4 for fp32
-    split_masters: bool = (
-        True  # bf16: the Torch backend stores only the masters' low halves (fp16: full fp32)
-    )
+    # bf16: the Torch backend stores only the masters' low halves (fp16: whole fp32 copies)
+    split_masters: bool = True
 
 
 @dataclass(frozen=True)
@@ -126,10 +125,11 @@ def training_state(
     """Weights, fp32 masters, gradients and AdamW state on one rank, and the optimizer step's extra memory.
 
     The Torch backend (ZeRO stage 0, :mod:`corl_vl.train.optimizer`): bf16 masters cost their low halves only
-    (``split``), gradients accumulate in fp32, and the chunked step adds one slice's temporaries (of at most
-    ``STEP_CHUNK`` elements of the ``largest`` trained tensor) beside them — 16 bytes per bf16 parameter. With ``offload_optimizer`` masters, moments and fp32 gradients are in
-    CPU memory: the device keeps the weights (each gradient leaves as autograd produces it). DeepSpeed keeps
-    fp32 masters and the model's low-precision gradients, and adds an fp32 gradient partition at the step.
+    (``split``), gradients accumulate in fp32, and the chunked step adds one slice's temporaries (at most
+    ``STEP_CHUNK`` elements of the ``largest`` trained tensor) beside them: 16 bytes per bf16 parameter. With
+    ``offload_optimizer`` masters, moments and fp32 gradients are in CPU memory and the device keeps the
+    weights (each gradient leaves as autograd produces it). DeepSpeed keeps fp32 masters and the model's
+    low-precision gradients, and adds an fp32 gradient partition at the step.
     """
     zero_params = s.ranks if s.zero_stage >= 3 else 1
     zero_grads = s.ranks if s.zero_stage >= 2 else 1

@@ -207,8 +207,7 @@ def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
         split = agent.adapter_kwargs.get("dtype") == "bfloat16"
         work = ar.Workload(s.micro_batch, seq, cfg.grpo.max_new_tokens, images, s.checkpointing, wb, split)
         ranks = per_agent if s.gpus >= n else 1
-        # one process (one GPU) runs the Torch backend (optimizer.offload included); DeepSpeed needs a launch
-        stage = s.zero_stage if s.gpus > 1 or s.offload_optimizer else 0
+        stage = s.zero_stage if not _torch_backend(s) else 0
         sharding = ar.Sharding(ranks, stage, s.offload_optimizer)
         items = ar.agent_items(f, work, sharding, freeze_vision=s.freeze_vision, lora=s.lora)
         other = dataclasses.replace(work, checkpointing=not work.checkpointing)
@@ -251,6 +250,12 @@ def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
     return Plan(s, agents, device_peak, notes)
 
 
+def _torch_backend(s: Settings) -> bool:
+    """One GPU, or no ZeRO stage: each agent trains in one process with the Torch backend (whose
+    ``optimizer.offload`` is its own); more GPUs with a ZeRO stage run DeepSpeed."""
+    return s.gpus == 1 or s.zero_stage == 0
+
+
 LEVERS: list[tuple[str, Callable[[Settings, Any], Settings | None]]] = [
     (
         "grpo.micro_batch_size=1",
@@ -266,9 +271,17 @@ LEVERS: list[tuple[str, Callable[[Settings, Any], Settings | None]]] = [
         if s.zero_stage < 3 and s.gpus >= 2 * len(c.agents)
         else None,
     ),
-    (  # the Torch backend's offload in one process; under DeepSpeed its offload_optimizer
+    (
         "optimizer.offload=cpu",
-        lambda s, c: None if s.offload_optimizer else dataclasses.replace(s, offload_optimizer=True),
+        lambda s, c: None
+        if s.offload_optimizer or not _torch_backend(s)
+        else dataclasses.replace(s, offload_optimizer=True),
+    ),
+    (
+        "DeepSpeed optimizer offload (zero_optimization.offload_optimizer.device: cpu)",
+        lambda s, c: None
+        if s.offload_optimizer or _torch_backend(s)
+        else dataclasses.replace(s, offload_optimizer=True, zero_stage=max(2, s.zero_stage)),
     ),
     (
         "freeze the vision tower",
