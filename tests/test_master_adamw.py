@@ -66,6 +66,23 @@ def test_micro_batch_gradients_are_summed_in_fp32():
     assert _step(backend) == 272.0  # the pre-clip norm is the fp32 sum's
 
 
+def test_many_micro_batches_train_like_one():
+    """17 micro-batches of gradient 256, 1, …, 1 and one of 272 (all exact in bf16 and fp32) give the same fp32
+    gradient, so the same AdamW steps, bit for bit. A second step tells them apart otherwise: AdamW's first
+    step does not depend on the gradient's scale, its second does (bf16 accumulation would step with 256)."""
+    results = []
+    for first in ([256.0] + [1.0] * 16, [272.0]):
+        torch.manual_seed(0)  # the same initial weight
+        model = _scalar_model()
+        backend = TorchBackend(model, NO_CLIP, lr=1e-3)
+        for grads in (first, [1.0]):
+            backend.zero_grad()
+            _backward_all(model, backend.backward, grads)
+            _step(backend)
+        results.append(backend.optimizer.full_master(0).clone())
+    assert torch.equal(results[0], results[1])
+
+
 def test_tiny_model_accumulates_the_fp32_sum_of_its_micro_batches():
     """N micro-batches' accumulated gradient = the sum of each one's gradient, up to fp32 summation error."""
     adapter = create_adapter("tiny-qwen2.5", dtype="bfloat16")
