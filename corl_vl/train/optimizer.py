@@ -12,10 +12,11 @@ in fp32 and no bf16 gradient outlives its backward pass.
 Why chunks: the step rebuilds each master, runs AdamW and splits it back ``CHUNK`` elements at a time, so the
 step's temporaries stay a few MiB however large the biggest tensor (a 150k-token embedding) is.
 
-Where masters live (``kind``): ``self`` — an fp32 parameter is its own master; ``split`` — a bf16 parameter's
-low halves on its device; ``copy`` — a full fp32 copy (fp16 parameters, or ``offload``: in CPU memory, where
-the step then runs and the rounded weights are copied back). The masters are the optimizer's parameters and
-the moments sit in ``optimizer.state``, so code that moves an optimizer's tensors between devices applies.
+Where masters live (``kind``): ``self`` — an fp32 (or fp64) parameter is its own master; ``split`` — a bf16
+parameter's low halves on its device; ``copy`` — a full fp32 copy (fp16 parameters, or ``offload``: in CPU
+memory, where the step then runs and the rounded weights are copied back). The masters are the optimizer's
+parameters and the moments sit in ``optimizer.state``, so code that moves an optimizer's tensors between
+devices in place applies.
 """
 
 from __future__ import annotations
