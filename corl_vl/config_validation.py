@@ -20,6 +20,7 @@ REPORT_TO = ("tensorboard", "wandb", "none")  # metrics.jsonl is always written
 SELECT_BEST = ("none", "peer_agreement", "accuracy")  # see corl_vl.train.validation
 SCHEDULERS = ("cosine", "constant")
 TRUNCATED = ("keep", "mask", "drop")  # see corl_vl.train.subsets
+OFFLOAD = ("none", "cpu")  # see corl_vl.train.optimizer
 
 
 def finalize(cfg: Any, source: str) -> Any:
@@ -104,6 +105,7 @@ def check_choices(cfg: Any, bad: Any) -> None:
         "grpo.advantage": (cfg.grpo.advantage, ADVANTAGES),
         "eval.select_best": (cfg.eval.select_best, SELECT_BEST),
         "distributed.backend": (cfg.distributed.backend, ("auto", "gloo", "nccl")),
+        "optimizer.offload": (cfg.optimizer.offload, OFFLOAD),
     }
     for key, (value, allowed) in choices.items():
         if value not in allowed:

@@ -55,14 +55,17 @@ def test_vision_and_tail_by_hand():
 
 
 def test_training_state_by_hand():
-    torch_backend = ar.training_state(1000, 1000, 2, ar.Sharding())
+    torch_backend = ar.training_state(1000, 1000, 2, ar.Sharding(), largest=400)
     assert torch_backend == {
         "weights": 2000,
-        "master_weights": 4000,
-        "gradients": 2000,
+        "master_weights": 2000,  # bf16: the masters' low halves
+        "gradients": 4000,  # accumulated in fp32
         "optimizer_state": 8000,
-        "optimizer_step": 4000 + 4000,  # fp32 gradients + foreach AdamW's sqrt(v) on GPU
+        "optimizer_step": 4000 + 24 * 400,  # the fp32 gradients and one slice's temporaries (24 B/element)
     }
+    # 2 + 2 + 4 + 8 = 16 bytes per parameter; fp16 keeps whole fp32 masters, fp32 none
+    assert ar.training_state(1000, 1000, 2, ar.Sharding(), split=False)["master_weights"] == 4000
+    assert ar.training_state(1000, 1000, 4, ar.Sharding())["master_weights"] == 0
     zero3 = ar.training_state(1000, 1000, 2, ar.Sharding(ranks=4, zero_stage=3))
     assert zero3 == {
         "weights": 500,
@@ -71,17 +74,27 @@ def test_training_state_by_hand():
         "optimizer_state": 2000,
         "optimizer_step": 500 + 1000,
     }
-    offload = ar.training_state(1000, 1000, 2, ar.Sharding(zero_stage=2, offload_optimizer=True))
-    assert (offload["master_weights"], offload["optimizer_state"], offload["optimizer_step"]) == (0, 0, 2000)
-    cpu = ar.training_state(1000, 1000, 2, ar.Sharding(device="cpu"), largest=400)
-    assert cpu["optimizer_step"] == 4000 + 8 * 400  # per-tensor AdamW: two fp32 temporaries of the largest
-    assert ar.training_state(1000, 1000, 4, ar.Sharding())["master_weights"] == 0  # fp32: no masters
+    ds_offload = ar.training_state(1000, 1000, 2, ar.Sharding(zero_stage=2, offload_optimizer=True))
+    assert (ds_offload["master_weights"], ds_offload["optimizer_state"], ds_offload["optimizer_step"]) == (
+        0,
+        0,
+        2000,
+    )
+    # optimizer.offload=cpu in the Torch backend: masters, moments and fp32 gradients in CPU memory
+    offload = ar.training_state(1000, 1000, 2, ar.Sharding(offload_optimizer=True))
+    assert offload == {
+        "weights": 2000,
+        "master_weights": 0,
+        "gradients": 0,
+        "optimizer_state": 0,
+        "optimizer_step": 0,
+    }
 
 
 def test_update_peak_and_kv_by_hand():
     items = ar.agent_items(F, W, ar.Sharding())
-    # static 2000 + 4000 + 8000; gradient pass 2000 + 17600 + 5184 + 5600 = 30384 > the step's 8000
-    assert ar.update_peak(items) == 14_000 + 30_384
+    # static 2000 + 2000 + 8000; gradient pass 4000 + 17600 + 5184 + 5600 = 32384 > the step's 4000 + 24·400
+    assert ar.update_peak(items) == 12_000 + 32_384
     assert ar.kv_cache(F, 10, 2) == 2 * 2 * 1 * 4 * 2 * 10
     # LoRA r=16 on 7 projections per layer: 16 · (16 + 24 + 16 + 48 + 24) · 2 layers
     assert ar.lora_parameters(F) == 4096
@@ -154,3 +167,18 @@ def test_cli_plan_json(capsys):
 def test_cli_plan_needs_gpus(capsys):
     assert main(["plan", "--pair", "tiny-qwen2.5,tiny-qwen3", "--gpus", "0", "--gpu-memory", "80GB"]) == 2
     assert "pass --gpus N --gpu-memory 80GB" in capsys.readouterr().err
+
+
+def test_optimizer_offload_setting_is_planned_in_one_process():
+    cfg = _cfg()
+    cfg.optimizer.offload = "cpu"
+    plan = plan_for_config(cfg, 1, 10**9, facts_for=_facts)
+    items = plan.agents[0].items
+    # the Torch backend (one GPU): only the bf16 weights stay on the device
+    assert plan.settings.offload_optimizer and plan.settings.zero_stage == 0
+    assert (items["weights"], items["master_weights"], items["gradients"], items["optimizer_state"]) == (
+        2000,
+        0,
+        0,
+        0,
+    )

@@ -62,7 +62,12 @@ def _update_capturing_grads(agent, batch, old):
     step = agent.backend.step
 
     def capture(plan, zero_loss):
-        grads.update({n: p.grad.clone() for n, p in agent.model.named_parameters() if p.grad is not None})
+        # the fp32 gradients the backend accumulated (it frees each parameter's .grad as it adds it)
+        optimizer, names = agent.backend.optimizer, {id(p): n for n, p in agent.model.named_parameters()}
+        optimizer.collect_grads()
+        grads.update(
+            {names[id(w)]: g.clone() for w, g in zip(optimizer.weights, optimizer.grads) if g is not None}
+        )
         return step(plan, zero_loss)
 
     agent.backend.step = capture

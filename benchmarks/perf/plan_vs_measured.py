@@ -5,7 +5,7 @@ code — the adapter's ``completion_logprobs`` forward, ``TorchBackend.backward`
 masters, AdamW) — on a ``NAME@width-only`` preset: the real widths and vocabulary with two layers, so real-width
 memory fits a CPU. Two optimizer steps run (the second gradient pass sees AdamW's state), at several
 micro-batch × length points, each in a fresh process; peak = resident high-water mark minus the resident size
-before the model was built (``peak_memory.py``). The plan is evaluated with ``device="cpu"`` (per-tensor AdamW).
+before the model was built (``peak_memory.py``).
 
     python benchmarks/perf/plan_vs_measured.py              # the committed table (results/plan_vs_measured.json)
     python benchmarks/perf/plan_vs_measured.py --one qwen3-1.7b@width-only 4 1024 32 off   # one point
@@ -76,7 +76,7 @@ def measure(preset: str, batch: int, prompt_tokens: int, completion: int, ckpt: 
         del out, loss
     measured = peak_bytes() - baseline
     work = ar.Workload(batch, prompt_tokens + completion, completion, 0, ckpt == "on", 2)
-    items = ar.agent_items(facts, work, ar.Sharding(device="cpu"))
+    items = ar.agent_items(facts, work, ar.Sharding())
     predicted = ar.update_peak(items)
     return {
         "preset": preset,

@@ -25,6 +25,10 @@ LOGPROB_CHUNK_BYTES = 12 * 2**24  # model_adapters.logprob_tail: ≈ 12 bytes pe
 VLLM_OVERHEAD = 2 * GIB  # CUDA context, graphs and sampler buffers of one engine, beside weights and KV cache
 LORA_TARGETS_RANK = 16  # the plan's LoRA lever: rank 16 on every attention and MLP projection
 LORA_BYTES = 4  # peft keeps the adapters in fp32 beside bf16 weights: they train without master copies
+# corl_vl.train.optimizer steps 2**20 elements at a time; per element a slice holds at most 24 bytes of
+# temporaries (the rebuilt fp32 master and the int32 bit patterns that split it again)
+STEP_CHUNK = 2**20
+STEP_BYTES_PER_ELEMENT = 24
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,8 @@ class Workload:
     images: int  # images per sequence
     checkpointing: bool
     weight_bytes: int  # 2 for bf16/fp16, 4 for fp32
+    # bf16: the Torch backend stores only the masters' low halves (fp16: whole fp32 copies)
+    split_masters: bool = True
 
 
 @dataclass(frozen=True)
@@ -46,7 +52,6 @@ class Sharding:
     ranks: int = 1
     zero_stage: int = 0  # 0: the Torch backend (one process); 2 or 3: DeepSpeed ZeRO
     offload_optimizer: bool = False  # masters + optimizer state + the step in CPU memory
-    device: str = "cuda"  # "cuda": foreach AdamW temporaries; "cpu": per-tensor AdamW
 
 
 def layer_bytes_per_token(
@@ -116,32 +121,36 @@ def lora_parameters(f: ModelFacts, rank: int = LORA_TARGETS_RANK) -> int:
 
 
 def training_state(
-    parameters: int, trained: int, wb: int, s: Sharding, *, largest: int = 0
+    parameters: int, trained: int, wb: int, s: Sharding, *, split: bool = True, largest: int = 0
 ) -> dict[str, int]:
-    """Weights, fp32 masters, gradients and AdamW state on one rank, and the optimizer step's extra memory
-    (``largest``: elements of the biggest trained tensor, whose per-tensor AdamW temporaries count on CPU)."""
+    """Weights, fp32 masters, gradients and AdamW state on one rank, and the optimizer step's extra memory.
+
+    The Torch backend (ZeRO stage 0, :mod:`corl_vl.train.optimizer`): bf16 masters cost their low halves only
+    (``split``), gradients accumulate in fp32, and the chunked step adds one slice's temporaries (at most
+    ``STEP_CHUNK`` elements of the ``largest`` trained tensor) beside them: 16 bytes per bf16 parameter. With
+    ``offload_optimizer`` masters, moments and fp32 gradients are in CPU memory and the device keeps the
+    weights (each gradient leaves as autograd produces it). DeepSpeed keeps fp32 masters and the model's
+    low-precision gradients, and adds an fp32 gradient partition at the step.
+    """
     zero_params = s.ranks if s.zero_stage >= 3 else 1
     zero_grads = s.ranks if s.zero_stage >= 2 else 1
     zero_optim = s.ranks if s.zero_stage >= 1 else 1
     on_device = not s.offload_optimizer
-    masters = trained * 4 // zero_optim if wb != 4 and on_device else 0
-    optimizer = trained * 8 // zero_optim if on_device else 0
-    gradients = trained * wb // zero_grads
-    # what the step adds to weights + masters + optimizer state:
-    if not on_device:  # the gradients wait on the device until copied out
-        step = gradients
-    elif (
-        s.zero_stage == 0
-    ):  # each gradient becomes an fp32 copy (the low-precision one is freed), then AdamW's
-        # sqrt(v) temporaries: all at once for foreach AdamW on GPU, per tensor on CPU
-        step = trained * 4 + (trained * 4 if s.device == "cuda" else 8 * largest)
-    else:  # DeepSpeed: gradients plus the rank's fp32 gradient partition
-        step = gradients + trained * 4 // zero_optim
+    if s.zero_stage == 0:
+        master_bytes = 0 if wb == 4 else 2 if split else 4
+        masters = trained * master_bytes if on_device else 0
+        gradients = trained * 4 if on_device else 0
+        step = gradients + STEP_BYTES_PER_ELEMENT * min(STEP_CHUNK, largest) if on_device else 0
+    else:
+        masters = trained * 4 // zero_optim if wb != 4 and on_device else 0
+        gradients = trained * wb // zero_grads
+        # the gradients wait on the device until copied out; else plus the rank's fp32 gradient partition
+        step = gradients + (trained * 4 // zero_optim if on_device else 0)
     return {
         "weights": parameters * wb // zero_params,
         "master_weights": masters,
         "gradients": gradients,
-        "optimizer_state": optimizer,
+        "optimizer_state": trained * 8 // zero_optim if on_device else 0,
         "optimizer_step": step,
     }
 
@@ -171,7 +180,10 @@ def agent_items(
         items["weights"] += f.parameters * w.weight_bytes // (s.ranks if s.zero_stage >= 3 else 1)
     else:
         trained = f.parameters - (f.vision_parameters if freeze_vision else 0)
-        items = training_state(f.parameters, trained, w.weight_bytes, s, largest=f.vocab * f.hidden)
+        largest = f.vocab * f.hidden  # the embedding (or LM head)
+        items = training_state(
+            f.parameters, trained, w.weight_bytes, s, split=w.split_masters, largest=largest
+        )
     items["activations"] = activations(f, w)
     # a frozen (or LoRA-wrapped) tower still runs forward, but keeps nothing for backward
     items["vision_activations"] = 0 if (freeze_vision or lora) else vision_activations(f, w)

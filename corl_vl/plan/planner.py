@@ -46,7 +46,6 @@ class Settings:
     freeze_vision: bool = False
     lora: bool = False
     gpu_memory_utilization: float = 0.45
-    device: str = "cuda"
     disable_dropout: bool = True
 
 
@@ -218,7 +217,7 @@ def plan_for_config(
         micro_batch=cfg.grpo.micro_batch_size,
         checkpointing=checkpointing_on(cfg.train.gradient_checkpointing, "cuda"),
         zero_stage=stage,
-        offload_optimizer=offload,
+        offload_optimizer=offload or cfg.optimizer.offload == "cpu",
         gpu_memory_utilization=cfg.rollout.gpu_memory_utilization,
         disable_dropout=cfg.train.disable_dropout,
         # the plan counts the projector with the tower (it is about 1 % of the parameters of these models)
@@ -245,11 +244,11 @@ def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
         wb = ar.DTYPE_BYTES[str(agent.adapter_kwargs.get("dtype", "float32"))]
         images = IMAGES_PER_PROMPT if f.image_tokens else 0
         seq = max_len + images * f.image_tokens
-        work = ar.Workload(s.micro_batch, seq, cfg.grpo.max_new_tokens, images, s.checkpointing, wb)
+        split = agent.adapter_kwargs.get("dtype") == "bfloat16"
+        work = ar.Workload(s.micro_batch, seq, cfg.grpo.max_new_tokens, images, s.checkpointing, wb, split)
         ranks = len(where.devices[index])
-        # one process (one GPU) runs the Torch backend; DeepSpeed needs a launch (more GPUs, or offload)
-        stage = s.zero_stage if s.gpus > 1 or s.offload_optimizer else 0
-        sharding = ar.Sharding(ranks, stage, s.offload_optimizer, s.device)
+        stage = s.zero_stage if not _torch_backend(s) else 0
+        sharding = ar.Sharding(ranks, stage, s.offload_optimizer)
         # an agent's own agents[i].lora (its rank), else the plan's LoRA lever (rank 16)
         rank = agent.lora.r if agent.lora is not None else ar.LORA_TARGETS_RANK
         lora = s.lora or agent.lora is not None
@@ -325,6 +324,12 @@ def vllm_len(cfg: Any, seq: int) -> int:
     return default_max_model_len(seq - cfg.grpo.max_new_tokens, cfg.grpo.max_new_tokens)
 
 
+def _torch_backend(s: Settings) -> bool:
+    """One GPU, or no ZeRO stage: each agent trains in one process with the Torch backend (whose
+    ``optimizer.offload`` is its own); more GPUs with a ZeRO stage run DeepSpeed."""
+    return s.gpus == 1 or s.zero_stage == 0
+
+
 LEVERS: list[tuple[str, Callable[[Settings, Any], Settings | None]]] = [
     (
         "grpo.micro_batch_size=1",
@@ -341,9 +346,15 @@ LEVERS: list[tuple[str, Callable[[Settings, Any], Settings | None]]] = [
         else None,
     ),
     (
-        "optimizer offload to CPU (DeepSpeed zero_optimization.offload_optimizer.device: cpu)",
+        "optimizer.offload=cpu",
         lambda s, c: None
-        if s.offload_optimizer
+        if s.offload_optimizer or not _torch_backend(s)
+        else dataclasses.replace(s, offload_optimizer=True),
+    ),
+    (
+        "DeepSpeed optimizer offload (zero_optimization.offload_optimizer.device: cpu)",
+        lambda s, c: None
+        if s.offload_optimizer or _torch_backend(s)
         else dataclasses.replace(s, offload_optimizer=True, zero_stage=max(2, s.zero_stage)),
     ),
     (

@@ -77,7 +77,7 @@ class Agent:
         # distributed runs swap in a DeepSpeedBackend over the same model and optimizer (Cohort.from_config)
         # the schedule counts optimizer steps: grpo.updates_per_batch of them per cohort step
         schedule = dataclasses.replace(cfg.train, max_steps=cfg.train.max_steps * cfg.grpo.updates_per_batch)
-        self.backend: TrainingBackend = TorchBackend(model, schedule, lr=self.lr)
+        self.backend: TrainingBackend = TorchBackend(model, schedule, lr=self.lr, optimizer=cfg.optimizer)
         self.engine = engine or build_engine(name, adapter, model, view, cfg)
         self._engine_asleep = False  # engines start awake, holding the weights the trainer starts from
         self._engine_stale = False

@@ -25,10 +25,11 @@ from typing import Any, Protocol
 
 import torch
 
-from corl_vl.config import TrainConfig
+from corl_vl.config import OptimizerConfig, TrainConfig
 from corl_vl.errors import CorlError
 from corl_vl.train.distributed import deepspeed_config, deepspeed_engine
 from corl_vl.train.grpo import Normalizer
+from corl_vl.train.optimizer import MasterAdamW, clip_gradients, resolve_fused
 
 
 def lr_lambda(max_steps: int, warmup_ratio: float, kind: str) -> Callable[[int], float]:
@@ -67,6 +68,11 @@ def launch_backend(backend: TorchBackend, cfg: Any, dist: Any) -> TrainingBacken
     if dist is None:
         return backend
     settings = cfg.distributed
+    if cfg.optimizer.offload != "none":
+        raise CorlError(
+            f"optimizer.offload: {cfg.optimizer.offload} is the Torch backend's (one process); a DeepSpeed launch "
+            "offloads through its config (zero_optimization.offload_optimizer.device: cpu)"
+        )
     if not settings.deepspeed:
         raise CorlError(
             "distributed.deepspeed: a multi-process launch needs a DeepSpeed config "
@@ -129,29 +135,48 @@ def _advance_schedule(scheduler: torch.optim.lr_scheduler.LRScheduler) -> None:
 class TorchBackend:
     """One process holds the whole model: plain ``backward``, clip, AdamW ``step``.
 
-    Low-precision (bf16/fp16) parameters get fp32 master weights: AdamW steps the fp32 copies and the model
+    Low-precision (bf16/fp16) parameters get fp32 master weights: AdamW steps the fp32 masters and the model
     receives them rounded. Stepping bf16 weights directly loses every update smaller than half a bf16 ulp —
-    at RL learning rates (~1e-6) that is nearly all of them, and the run silently trains nothing.
-    ``master_weights=None`` decides by the parameters' dtype; DeepSpeed keeps its own masters (``False``).
+    at RL learning rates (~1e-6) that is nearly all of them, and the run silently trains nothing. The
+    optimizer (:class:`~corl_vl.train.optimizer.MasterAdamW`) stores bf16 masters as low halves, sums
+    micro-batch gradients in fp32 and honours ``optimizer.fused`` / ``optimizer.offload``.
+    ``master_weights=None`` decides by the parameters' dtype (``True``: fp32 copies even of fp32 weights);
+    ``False`` steps the parameters themselves with torch's AdamW (DeepSpeed keeps its own masters).
     """
 
     def __init__(
-        self, model: Any, train: TrainConfig, *, lr: float, master_weights: bool | None = None
+        self,
+        model: Any,
+        train: TrainConfig,
+        *,
+        lr: float,
+        master_weights: bool | None = None,
+        optimizer: OptimizerConfig | None = None,
     ) -> None:
         self.model = model
         self.train_cfg, self.lr = train, lr
         self.grad_clip = train.grad_clip
+        settings = self.optimizer_cfg = optimizer or OptimizerConfig()
         params = [p for p in model.parameters() if p.requires_grad]
-        if master_weights is None:
-            master_weights = any(p.dtype != torch.float32 for p in params)
-        # (model parameter, its fp32 master) pairs; empty when the parameters are stepped directly
-        self.masters: list[tuple[torch.nn.Parameter, torch.Tensor]] = (
-            [(p, p.detach().float().clone()) for p in params] if master_weights else []
-        )
-        stepped = [m for _, m in self.masters] if self.masters else params
-        self.optimizer = torch.optim.AdamW(
-            stepped, lr=lr, betas=tuple(train.adam_betas), weight_decay=train.weight_decay, eps=1e-8
-        )
+        adam = {"lr": lr, "betas": tuple(train.adam_betas), "weight_decay": train.weight_decay, "eps": 1e-8}
+        self.optimizer: torch.optim.Optimizer
+        if master_weights is False:  # the parameters stepped as they are (DeepSpeed wraps this optimizer)
+            device = params[0].device if params else torch.device("cpu")
+            fused = resolve_fused(True, device) if settings.fused else settings.fused  # None: torch's choice
+            self.optimizer = torch.optim.AdamW(params, **adam, fused=fused)
+            self.masters: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
+        else:
+            self.optimizer = MasterAdamW(
+                params,
+                **adam,
+                fused=settings.fused,
+                offload=settings.offload == "cpu",
+                force_masters=bool(master_weights),
+            )
+            # (model parameter, its stored master) pairs; empty when the parameters are their own masters
+            self.masters = [
+                (w, m) for w, m, k in zip(params, self.optimizer.masters, self.optimizer.kinds) if k != "self"
+            ]
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(train.max_steps, train.warmup_ratio, train.scheduler)
         )
@@ -165,8 +190,6 @@ class TorchBackend:
 
     def zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
-        for param, _ in self.masters:
-            param.grad = None
 
     def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
@@ -179,21 +202,14 @@ class TorchBackend:
         ``grad_clip: 0`` means no clipping (as in DeepSpeed; torch would scale every gradient to 0). A
         non-finite loss or gradient norm skips the optimizer step: the weights and AdamW's moments stay as they
         were, the gradients are dropped, and the schedule still advances (so it stays aligned with the steps)."""
-        if self.masters:
-            for param, master in self.masters:
-                master.grad = None if param.grad is None else param.grad.float()
-                param.grad = None
-            stepped = [m for _, m in self.masters]
+        if isinstance(self.optimizer, MasterAdamW):
+            grads = self.optimizer.collect_grads()  # fp32, summed over the micro-batches
         else:
-            stepped = list(self.model.parameters())
-        max_norm = self.grad_clip if self.grad_clip > 0 else math.inf
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(stepped, max_norm))
+            grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        grad_norm = float(clip_gradients(grads, self.grad_clip))
         if finite_loss and math.isfinite(grad_norm):
-            self.optimizer.step()
+            self.optimizer.step()  # the model's weights receive the rounded masters
         self.optimizer.zero_grad(set_to_none=True)
-        with torch.no_grad():
-            for param, master in self.masters:
-                param.copy_(master)
         _advance_schedule(self.scheduler)
         return grad_norm
 
@@ -213,10 +229,11 @@ class TorchBackend:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         saved = state.get("master_weights")
-        with torch.no_grad():
-            for i, (param, master) in enumerate(self.masters):
-                # a checkpoint without masters (older, or saved in fp32) restarts them from the loaded model
-                master.copy_(saved[i] if saved is not None else param.float())
+        if isinstance(self.optimizer, MasterAdamW):
+            # a checkpoint without masters (saved in fp32, or without masters) restarts them from the model
+            stored = [i for i, kind in enumerate(self.optimizer.kinds) if kind != "self"]
+            for n, index in enumerate(stored):
+                self.optimizer.load_master(index, saved[n] if saved is not None else None)
 
     def save(self, folder: Path) -> None:
         """Nothing beyond :meth:`state_dict`: the weights are the model's own ``save_pretrained``."""
@@ -249,10 +266,12 @@ class DeepSpeedBackend:
     """
 
     def __init__(self, base: TorchBackend, ds_config: dict[str, Any], mpu: Any, dp_group: Any) -> None:
-        if (
-            base.masters
-        ):  # DeepSpeed keeps its own fp32 masters (bf16 config): AdamW over the model's parameters
-            base = TorchBackend(base.model, base.train_cfg, lr=base.lr, master_weights=False)
+        if isinstance(base.optimizer, MasterAdamW):
+            # DeepSpeed keeps its own fp32 masters (bf16 config) and reads .grad: AdamW over the parameters
+            base.optimizer.remove_hooks()
+            base = TorchBackend(
+                base.model, base.train_cfg, lr=base.lr, master_weights=False, optimizer=base.optimizer_cfg
+            )
         self.model, self.optimizer, self.scheduler = base.model, base.optimizer, base.scheduler
         self.engine = deepspeed_engine(base.model, base.optimizer, ds_config, mpu)
         self.dp_group, self.dp_size = dp_group, mpu.get_data_parallel_world_size()
