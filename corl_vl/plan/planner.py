@@ -226,13 +226,16 @@ def plan_for_config(
     )
     settings = dataclasses.replace(settings, **levers)
     facts = [(facts_for or _facts)(a) for a in cfg.agents]
-    plan = _plan(cfg, settings, facts)
+    plan = plan_settings(cfg, settings, facts)
     if not plan.fits:
-        plan.fixes = _fixes(cfg, settings, facts)
+        from .fixes import cheapest_fixes  # the levers re-plan through this module
+
+        plan.fixes = cheapest_fixes(cfg, settings, facts)
     return plan
 
 
-def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
+def plan_settings(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
+    """``cfg`` planned under the settings ``s``: placement, each agent's items, each device's peak, notes."""
     where = place_agents(
         cfg.agent_names(), [a.devices for a in cfg.agents], [f"cuda:{d}" for d in range(s.gpus)]
     )
@@ -247,7 +250,7 @@ def _plan(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
         split = agent.adapter_kwargs.get("dtype") == "bfloat16"
         work = ar.Workload(s.micro_batch, seq, cfg.grpo.max_new_tokens, images, s.checkpointing, wb, split)
         ranks = len(where.devices[index])
-        stage = s.zero_stage if not _torch_backend(s) else 0
+        stage = s.zero_stage if not torch_backend(s) else 0
         sharding = ar.Sharding(ranks, stage, s.offload_optimizer)
         # an agent's own agents[i].lora (its rank), else the plan's LoRA lever (rank 16)
         rank = agent.lora.r if agent.lora is not None else ar.LORA_TARGETS_RANK
@@ -324,95 +327,10 @@ def vllm_len(cfg: Any, seq: int) -> int:
     return default_max_model_len(seq - cfg.grpo.max_new_tokens, cfg.grpo.max_new_tokens)
 
 
-def _torch_backend(s: Settings) -> bool:
+def torch_backend(s: Settings) -> bool:
     """One GPU, or no ZeRO stage: each agent trains in one process with the Torch backend (whose
     ``optimizer.offload`` is its own); more GPUs with a ZeRO stage run DeepSpeed."""
     return s.gpus == 1 or s.zero_stage == 0
-
-
-LEVERS: list[tuple[str, Callable[[Settings, Any], Settings | None]]] = [
-    (
-        "grpo.micro_batch_size=1",
-        lambda s, c: dataclasses.replace(s, micro_batch=1) if s.micro_batch > 1 else None,
-    ),
-    (
-        "train.gradient_checkpointing=true",
-        lambda s, c: None if s.checkpointing else dataclasses.replace(s, checkpointing=True),
-    ),
-    (
-        "ZeRO-3 over each agent's GPUs (distributed.deepspeed: configs/deepspeed/zero3.json)",
-        lambda s, c: dataclasses.replace(s, zero_stage=3)
-        if s.zero_stage < 3 and s.gpus >= 2 * len(c.agents)
-        else None,
-    ),
-    (
-        "optimizer.offload=cpu",
-        lambda s, c: None
-        if s.offload_optimizer or not _torch_backend(s)
-        else dataclasses.replace(s, offload_optimizer=True),
-    ),
-    (
-        "DeepSpeed optimizer offload (zero_optimization.offload_optimizer.device: cpu)",
-        lambda s, c: None
-        if s.offload_optimizer or _torch_backend(s)
-        else dataclasses.replace(s, offload_optimizer=True, zero_stage=max(2, s.zero_stage)),
-    ),
-    (
-        "train.freeze=[vision_tower, projector]",
-        lambda s, c: None if s.freeze_vision else dataclasses.replace(s, freeze_vision=True),
-    ),
-    (
-        f"agents[i].lora={{r: {ar.LORA_TARGETS_RANK}}} (LoRA on the language model's projections)",
-        lambda s, c: None if s.lora else dataclasses.replace(s, lora=True),
-    ),
-]
-
-
-def _fixes(cfg: Any, settings: Settings, facts: list[Any]) -> list[dict[str, Any]]:
-    """Each lever alone and stacked on the earlier ones that helped (cheapest first), then the fewest GPUs."""
-    out: list[dict[str, Any]] = []
-    base = _plan(cfg, settings, facts)
-    current, best = settings, max(base.device_peak.values())
-    stacked_changes: list[str] = []
-    levers = list(LEVERS)
-    needed = max(a.vllm_needed for a in base.agents)
-    if needed:  # vLLM's share sized to what its weights and KV cache need (up or down), in steps of 0.05
-        share = min(0.95, math.ceil(needed / settings.gpu_memory * 20) / 20)
-        if share != settings.gpu_memory_utilization:
-            change = f"rollout.gpu_memory_utilization={share:.2f}"
-            levers.insert(1, (change, lambda s, c: dataclasses.replace(s, gpu_memory_utilization=share)))
-    for change, lever in levers:
-        alone = lever(settings, cfg)
-        if alone is None:
-            continue
-        single = _plan(cfg, alone, facts)
-        stacked_settings = lever(current, cfg) or current
-        stacked = _plan(cfg, stacked_settings, facts)
-        if max(stacked.device_peak.values()) < best:  # only levers that lower the peak are stacked
-            current, best = stacked_settings, max(stacked.device_peak.values())
-            stacked_changes.append(change)
-        out.append(
-            {
-                "change": change,
-                "fits": single.fits,
-                "peak_gib": round(max(single.device_peak.values()) / ar.GIB, 2),
-                "stacked": " + ".join(stacked_changes),
-                "stacked_fits": stacked.fits,
-                "stacked_peak_gib": round(best / ar.GIB, 2),
-            }
-        )
-    for gpus in range(settings.gpus + 1, 65):
-        more = _plan(cfg, dataclasses.replace(settings, gpus=gpus), facts)
-        if more.fits:
-            out.append(
-                {
-                    "change": f"{gpus} GPUs",
-                    "fits": True,
-                    "peak_gib": round(max(more.device_peak.values()) / ar.GIB, 2),
-                }
-            )
-            break
-    return out
 
 
 def parse_memory(text: str) -> int:
