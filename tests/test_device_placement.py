@@ -80,3 +80,13 @@ def test_bad_device_names_fail_in_one_line_naming_the_key():
         with pytest.raises(CorlError, match=r"^agents\.1\.devices: ") as err:
             config_from_dict(raw)
         assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_vllm_agent_on_another_gpu_than_the_process_s_is_refused_in_one_line():
+    from corl_vl.train.agent_rollout import check_vllm_device
+
+    check_vllm_device("qwen", 0, 0)  # one process, first GPU: the engine lands beside the model
+    check_vllm_device("qwen", 1, 1)  # a rank whose current device is its own GPU
+    with pytest.raises(CorlError, match=r"agent internvl: trains on cuda:1, but vLLM .* on cuda:0") as err:
+        check_vllm_device("internvl", 1, 0)
+    assert "rollout.engine: hf" in str(err.value) and "\n" not in str(err.value)

@@ -41,8 +41,24 @@ def build_engine(name: str, adapter: Any, model: Any, view: Sequence[Any], cfg: 
         "tensor_parallel_size": rollout.tensor_parallel_size,
     }
     if kind == "vllm":
+        device = next(model.parameters()).device
+        if device.type == "cuda":
+            import torch
+
+            check_vllm_device(name, device.index or 0, torch.cuda.current_device())
         options.update(vllm_sizing(name, adapter, model, view, cfg))
     return create_engine(kind, adapter, model, **options)
+
+
+def check_vllm_device(name: str, index: int, current: int) -> None:
+    """vLLM builds its engine on the process's current CUDA device: an agent trained on another GPU of a
+    one-process run would fill that one with its engine, where the memory plan does not count it."""
+    if index != current:
+        raise CorlError(
+            f"agent {name}: trains on cuda:{index}, but vLLM would build its engine on cuda:{current} (one process "
+            "holds every agent); set rollout.engine: hf, pin the vLLM agents to one GPU (agents[i].devices: "
+            "[cuda:0]; they take turns), or launch one process per GPU (distributed.deepspeed, docs/scaling.md)"
+        )
 
 
 def vllm_sizing(name: str, adapter: Any, model: Any, view: Sequence[Any], cfg: Any) -> dict[str, Any]:
