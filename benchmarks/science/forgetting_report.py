@@ -99,7 +99,8 @@ def plot_curves(result: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(
         len(agents), len(cols), figsize=(4.2 * len(cols), 3.4 * len(agents)), squeeze=False
     )
-    for arm in dict.fromkeys(r["arm"] for r in runs):
+    colours = plt.get_cmap("tab20")
+    for k, arm in enumerate(dict.fromkeys(r["arm"] for r in runs)):
         arm_runs = [r for r in runs if r["arm"] == arm]
         for i, agent in enumerate(agents):
             strong, weak = _skills(arm_runs[0], i)
@@ -111,7 +112,7 @@ def plot_curves(result: dict[str, Any], path: Path) -> None:
             ]
             for j, get in enumerate(getters):
                 steps, mean = _mean_curve(arm_runs, get)
-                axes[i][j].plot(steps, mean, marker=".", label=arm)
+                axes[i][j].plot(steps, mean, marker=".", color=colours(k % 20), label=arm)
     for i, agent in enumerate(agents):
         for j, title in enumerate(cols):
             axes[i][j].set_title(f"{agent}: {title}", fontsize=9)
