@@ -52,6 +52,7 @@ ARMS: dict[str, dict[str, Any]] = {
     "gt_lr_5e-5": {"set": ["reward.name=gt", "train.lr=5e-5"]},
     "gt_lr_1e-5": {"set": ["reward.name=gt", "train.lr=1e-5"]},
     "gt_kl_0.1": {"set": ["reward.name=gt", "grpo.beta=0.1"]},
+    "gt_kl_1.0": {"set": ["reward.name=gt", "grpo.beta=1.0"]},
 }
 
 # what every run keeps of a step's metrics (the rest is in the run folder's metrics.jsonl)
