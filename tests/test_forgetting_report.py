@@ -3,6 +3,13 @@ agent as mean ± sd over seeds, entropy first → last, clip share and KL, on ha
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # the benchmarks folder is not an installed package
+
 from benchmarks.science.forgetting_report import accuracy, plot_curves, table
 
 
