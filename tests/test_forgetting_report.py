@@ -6,9 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[1])
-)  # the benchmarks folder is not an installed package
+# the benchmarks folder is not an installed package: import it from the checkout
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.science.forgetting_report import accuracy, plot_curves, table
 
