@@ -113,3 +113,16 @@ def test_importing_the_config_loads_few_modules():
     code = "import corl_vl.config, sys; print(len([m for m in sys.modules if m.startswith('corl_vl')]))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert int(out) <= 8
+
+
+def test_the_cli_answers_help_without_pillow():
+    """The offline GPU image gets corl-vl from a wheel folder (docs/install.md); `corl-vl --help` must work
+    before anything image-related is importable, so no subcommand imports Pillow when it registers."""
+    code = (
+        "import sys; sys.modules['PIL'] = None\n"  # any `import PIL` now fails
+        "from corl_vl.cli import build_parser\n"
+        "build_parser().format_help()\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

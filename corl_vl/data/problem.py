@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
-from PIL import Image
+if TYPE_CHECKING:
+    import PIL.Image
 
-ImageLike = Image.Image | str | Path
+# a forward reference: this module (every problem) must import without Pillow, e.g. for `corl-vl --help`
+ImageLike = Union["PIL.Image.Image", str, Path]
 
 
 @dataclass
