@@ -30,7 +30,16 @@ import sweep_cli
 from sweep_runs import ROOT, run_command, train_in_process, trained_from_folder, verdict
 
 RESULTS = Path(__file__).parent / "results"
-SLOW = ("experiment.warm_start", "experiment.agents", '="vllm"', " vllm", "demo")  # run last: minutes each
+# run last, minutes each: a new warm-started base (other presets, warm-start settings), vLLM start-up, the demo
+SLOW = (
+    'agents.0.model="tiny',
+    "experiment.warm_start",
+    "experiment.agents",
+    '="vllm"',
+    "engine=vllm",
+    " vllm",
+    "corl-vl demo",
+)
 
 
 def config_cases() -> list[dict[str, Any]]:
