@@ -180,3 +180,23 @@ def test_every_flag_has_values_and_every_sweep_command_parses():
             except SystemExit:
                 pytest.fail(f"{flag.key}: the sweep's command does not parse: {argv}")
             assert callable(args.func), argv
+
+
+def test_an_adapter_of_another_family_is_refused_before_models_load(tiny_checkpoint):
+    """Found by the sweep: agents.0.adapter=causal_lm on a VLM ended in a transformers traceback, gemma3 in a
+    template error after the models loaded, qwen3_vl trained a Qwen2.5-VL through another family's code."""
+    from corl_vl.train.preflight import check_models_available
+
+    for adapter in ("causal_lm", "gemma3", "qwen3_vl"):
+        with pytest.raises(CorlError, match=rf"^agents\.0\.adapter: {adapter} drives model types") as err:
+            check_models_available(_build("agents.0.adapter", adapter))
+        _one_line_refusal(err.value, "agents.0.adapter")
+    folder = str(tiny_checkpoint("tiny-qwen2.5-vl"))
+    with pytest.raises(CorlError, match=r"model_type 'qwen2_5_vl'"):
+        check_models_available(
+            demo_config([*catalog.TINY, f"agents.0.model={folder}", "agents.0.adapter=gemma3"])
+        )
+    check_models_available(_build("agents.0.adapter", "qwen2_5_vl"))  # the model's own family passes
+    check_models_available(
+        demo_config([*catalog.TINY, f"agents.0.model={folder}", "agents.0.adapter=qwen2_5_vl"])
+    )

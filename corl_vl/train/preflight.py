@@ -75,8 +75,40 @@ def _go_offline() -> None:
         pass
 
 
+def check_adapters(cfg: CohortConfig) -> None:
+    """An explicit ``agents[i].adapter`` exists and drives the model's architecture (a preset's family, a
+    folder's ``config.json`` model_type); otherwise the load fails later in a traceback or a template error,
+    or trains a model through another family's prompts. Adapters that declare no model types are trusted."""
+    from model_adapters.presets import PRESETS, get_preset
+    from model_adapters.registry import get_adapter_class
+
+    for i, agent in enumerate(cfg.agents):
+        if not agent.adapter:
+            continue
+        drives = set(get_adapter_class(agent.adapter).model_types)
+        spec = str(agent.model)
+        if spec in PRESETS:
+            preset = get_preset(spec)
+            types, what = set(get_adapter_class(preset.adapter).model_types), f"preset {spec}"
+        elif (Path(spec).expanduser() / "config.json").is_file():
+            try:
+                found = json.loads((Path(spec).expanduser() / "config.json").read_text()).get("model_type")
+            except (OSError, ValueError, AttributeError):
+                continue  # the loader names an unreadable config.json itself
+            types, what = ({found} if isinstance(found, str) else set()), f"{spec} (model_type {found!r})"
+        else:
+            continue  # hub ids: their config is not read before the load
+        if drives and types and not drives & types:
+            raise CorlError(
+                f"agents.{i}.adapter: {agent.adapter} drives model types {', '.join(sorted(drives))}, not "
+                f"{what}; drop agents.{i}.adapter (the model's own is found) or point agents.{i}.model at a "
+                f"{agent.adapter} checkpoint"
+            )
+
+
 def check_models_available(cfg: CohortConfig) -> None:
     """Every agent's model is a tiny preset, a local folder, or a hub id that can be had without waiting."""
+    check_adapters(cfg)
     missing = []
     for i, agent in enumerate(cfg.agents):
         spec = str(agent.model)
