@@ -70,7 +70,7 @@ def _v(*values: Any, also: tuple[str, ...] = (), why: str = "") -> list[Value]:
 # key (agents.0.* standing for any agent) → values, where the type's rule cannot give a working one
 SPECIAL: dict[str, list[Value]] = {
     f"{AGENT}.name": _v("alpha", why="any plain folder name"),
-    f"{AGENT}.adapter_kwargs": _v({"max_long_side": 64}, why="an image cap every VLM adapter takes"),
+    f"{AGENT}.adapter_kwargs": _v({"system_prompt": "Answer briefly."}, why="an option every adapter takes"),
     f"{AGENT}.data_view": _v(
         "no/such/view.jsonl", why="no paired view of the demo's synthetic problems ships: must be refused"
     ),
@@ -131,7 +131,9 @@ SPECIAL: dict[str, list[Value]] = {
     f"{WARM_START}.init_seed": _v(1, why="None → seed; another initialisation"),
     "eval.limit": _v(4, also=tuple(VALIDATION), why="a few validation problems"),
     f"{WARM_START}.target": _v("The answer is \\boxed{{{answer}}}", why="a target with a lead-in"),
-    f"{WARM_START}.adapter_kwargs": _v({"max_long_side": 64}, why="an image cap every VLM adapter takes"),
+    f"{WARM_START}.adapter_kwargs": _v(
+        {"system_prompt": "Answer briefly."}, why="an option every adapter takes"
+    ),
     "experiment.agents": _v({"internvl": {"weak_error_rate": 0.5}}, why="one agent's own warm-start change"),
 }
 # keys whose values only act together with another setting (by section, with the reason)
@@ -302,8 +304,10 @@ def config_options() -> list[Option]:
                 option.values = [Value([c] if is_list else c, why="choice") for c in found]
         else:
             option.values, option.skip = rule_values(key, hint, base)
-        if companions and key not in SPECIAL:
-            option.values = [Value(v.value, companions, why) for v in option.values]
+        if any(c.startswith(f"{key}=") for c in companions):
+            companions = ()  # the key the companions switch on is tried on its own
+        if companions:  # a special value that names its own companions keeps them
+            option.values = [v if v.also else Value(v.value, companions, v.why or why) for v in option.values]
         options.append(option)
     return options
 
