@@ -64,9 +64,10 @@ def train(
     with ``resume=True`` and the settings it was started with (``allow_config_change`` names keys that may
     differ). Nothing is written to the run folder before every check that needs no model has passed.
     """
-    from corl_vl.train.preflight import check_data, check_deepspeed, check_models_available
+    from corl_vl.train.preflight import check_data, check_deepspeed, check_models_available, check_reporting
 
     check_deepspeed(cfg)
+    check_reporting(cfg)
     check_models_available(cfg)  # before torch is imported, and before anything reads a hub model's files
     pin_template_dates(cfg)
 

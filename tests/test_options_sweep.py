@@ -200,3 +200,25 @@ def test_an_adapter_of_another_family_is_refused_before_models_load(tiny_checkpo
     check_models_available(
         demo_config([*catalog.TINY, f"agents.0.model={folder}", "agents.0.adapter=qwen2_5_vl"])
     )
+
+
+def test_wandb_without_a_key_is_refused_before_models_load(tmp_path, monkeypatch):
+    """Found by the sweep: train.report_to: [wandb] on a machine without a wandb login ended in wandb's
+    UsageError traceback after the models loaded. A key, a netrc entry or an offline mode lets it through."""
+    from corl_vl.recipe import train
+    from corl_vl.train.preflight import check_reporting
+
+    for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    out = tmp_path / "run"
+    cfg = _build("train.report_to", ["wandb"], (f"train.output_dir={out}",))
+    with pytest.raises(CorlError, match=r"^train\.report_to: wandb has no API key here") as err:
+        train(cfg, progress=False, prepare=lambda cohort: pytest.fail("the models loaded"))
+    _one_line_refusal(err.value, "train.report_to")
+    assert not out.exists()  # nothing written
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    check_reporting(cfg)
+    monkeypatch.delenv("WANDB_MODE")
+    (tmp_path / "netrc").write_text("machine api.wandb.ai\n  login user\n  password 0123456789abcdef\n")
+    check_reporting(cfg)
