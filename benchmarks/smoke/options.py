@@ -39,6 +39,7 @@ SLOW = (
     "engine=vllm",
     " vllm",
     "corl-vl demo",
+    "torchrun",
 )
 
 
@@ -50,6 +51,7 @@ def config_cases() -> list[dict[str, Any]]:
         for value in option.values:
             shown = catalog.format_value(value.value)
             extra = f" (with {' '.join(value.also)})" if value.also else ""
+            extra += f" [torchrun, {value.procs} processes]" if value.procs > 1 else ""
             skip = catalog.skip_reason(option.key, value.value)
             cases.append(
                 {
@@ -61,6 +63,7 @@ def config_cases() -> list[dict[str, Any]]:
                     "key": option.key,
                     "also": list(value.also),
                     "raw": value.value,
+                    "procs": value.procs,
                     "skip": skip,
                 }
             )
@@ -146,8 +149,8 @@ def execute(case: dict[str, Any], paths: dict[str, str], scratch: str) -> dict[s
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     paths = {**paths, "tmp": str(tmp), "out": str(tmp / "run")}
-    value = catalog.Value(case.get("raw"), tuple(case.get("also", ())))
-    if case["kind"] == "config" and not catalog.uses_vllm(case["key"], value):
+    value = catalog.Value(case.get("raw"), tuple(case.get("also", ())), procs=case.get("procs", 1))
+    if case["kind"] == "config" and value.procs == 1 and not catalog.uses_vllm(case["key"], value):
         sets = catalog.overrides(case["key"], value, **paths)
         if case["key"] != "train.output_dir":
             sets.append(f"train.output_dir={tmp / 'run'}")
@@ -156,9 +159,13 @@ def execute(case: dict[str, Any], paths: dict[str, str], scratch: str) -> dict[s
     else:
         if case["kind"] == "config":  # the same run through `corl-vl train` in a subprocess
             sets = catalog.overrides(case["key"], value, **paths)
+            launcher = (
+                ["torchrun", f"--nproc_per_node={value.procs}", "-m", "corl_vl"] if value.procs > 1 else []
+            )
             case = {
                 **case,
                 "argv": [
+                    *launcher,
                     "train",
                     "--config",
                     "configs/demo.yaml",
@@ -203,7 +210,7 @@ def write_results(rows: dict[str, dict[str, Any]], cases: list[dict[str, Any]]) 
         for c in cases
     ]
     for row in ordered:
-        for key in ("raw", "argv", "also", "kind", "key", "copy_run", "trains"):
+        for key in ("raw", "argv", "also", "kind", "key", "copy_run", "trains", "procs"):
             row.pop(key, None)
     write_text_atomic(RESULTS / "options.json", json.dumps(ordered, indent=1, default=str) + "\n")
     write_text_atomic(RESULTS / "options.md", render(ordered))

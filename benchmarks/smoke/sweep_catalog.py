@@ -50,6 +50,7 @@ class Value:
     value: Any
     also: tuple[str, ...] = ()
     why: str = ""
+    procs: int = 1  # > 1: a torchrun launch of that many processes (one agent each)
 
 
 @dataclass
@@ -63,8 +64,12 @@ class Option:
     skip: str = ""  # non-empty: listed, not run, for this reason
 
 
-def _v(*values: Any, also: tuple[str, ...] = (), why: str = "") -> list[Value]:
-    return [Value(v, also, why) for v in values]
+def _v(*values: Any, also: tuple[str, ...] = (), why: str = "", procs: int = 1) -> list[Value]:
+    return [Value(v, also, why, procs) for v in values]
+
+
+ZERO2 = "distributed.deepspeed=configs/deepspeed/zero2.json"
+MULTI = "read only by multi-process launches: also run under torchrun, 2 processes (gloo)"
 
 
 # key (agents.0.* standing for any agent) → values, where the type's rule cannot give a working one
@@ -77,7 +82,8 @@ SPECIAL: dict[str, list[Value]] = {
     f"{AGENT}.lr": _v(1e-4, why="None → train.lr; a per-agent rate"),
     f"{AGENT}.importance_ratio_cap": _v(2.0, why="None → the adapter's; a typical cap"),
     f"{AGENT}.template_date": _v("2024-01-01", why="a YYYY-MM-DD date"),
-    f"{AGENT}.gpus": _v(1, why="read by multi-process launches only"),
+    f"{AGENT}.gpus": _v(1, why="ignored in one process")
+    + _v(1, also=(ZERO2, "agents.1.gpus=1"), why=MULTI, procs=2),
     f"{AGENT}.devices": _v(["cpu"], why="the one device here"),
     f"{AGENT}.lora": _v({}, why="LoRA with its defaults"),
     f"{AGENT}.lora.target_modules": _v(["q_proj", "v_proj"], why="attention projections every family has"),
@@ -125,8 +131,12 @@ SPECIAL: dict[str, list[Value]] = {
     "experiment.heldout.every": _v(1, also=tuple(TWO_STEPS), why="a held-out run between two steps"),
     "distributed.deepspeed": _v(
         "configs/deepspeed/zero2.json", why="the shipped ZeRO-2 file: refused in one process"
-    ),
-    "distributed.zero_stage": _v(2, 3, why="the two stages"),
+    )
+    + _v("configs/deepspeed/zero2.json", "configs/deepspeed/zero3.json", why=MULTI, procs=2),
+    "distributed.zero_stage": _v(2, 3, why="the two stages; ignored in one process")
+    + _v(3, also=(ZERO2,), why=MULTI, procs=2),
+    "distributed.backend": [Value(c, why="choice") for c in ("auto", "gloo", "nccl")]
+    + _v("gloo", also=(ZERO2,), why=MULTI, procs=2),
     f"{WARM_START}.skill_sets": _v([["ground_color"], ["figure_color"]], why="the agents' skills swapped"),
     f"{WARM_START}.init_seed": _v(1, why="None → seed; another initialisation"),
     "eval.limit": _v(4, also=tuple(VALIDATION), why="a few validation problems"),
@@ -307,7 +317,9 @@ def config_options() -> list[Option]:
         if any(c.startswith(f"{key}=") for c in companions):
             companions = ()  # the key the companions switch on is tried on its own
         if companions:  # a special value that names its own companions keeps them
-            option.values = [v if v.also else Value(v.value, companions, v.why or why) for v in option.values]
+            option.values = [
+                v if v.also else Value(v.value, companions, v.why or why, v.procs) for v in option.values
+            ]
         options.append(option)
     return options
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -80,8 +81,18 @@ def train_in_process(overrides: list[str]) -> dict[str, Any]:
 
 
 def run_command(argv: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> dict[str, Any]:
-    """``python -m corl_vl ARGV`` (or another program when ``argv[0]`` is not a corl-vl subcommand)."""
-    cmd = argv if argv[0] in ("torchrun",) else [sys.executable, "-m", "corl_vl", *argv]
+    """``python -m corl_vl ARGV``, or a ``torchrun …`` launch."""
+    if argv[0] == "torchrun":  # the launcher of the same interpreter, on a free port
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes=1",
+            f"--master_port={_free_port()}",
+            *argv[1:],
+        ]
+    else:
+        cmd = [sys.executable, "-m", "corl_vl", *argv]
     start = time.perf_counter()
     try:
         done = subprocess.run(
@@ -103,6 +114,12 @@ def run_command(argv: list[str], env: dict[str, str] | None = None, cwd: Path = 
         "traceback": "Traceback (most recent call last)" in err,
         "warnings": [line for line in lines if "warning:" in line][:3],
     }
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def _noise(line: str) -> bool:
