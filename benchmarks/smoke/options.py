@@ -201,10 +201,20 @@ def _bases(run_dir: Path) -> dict[str, Path]:
     return {a["name"]: Path(a["model"]) for a in agents if Path(str(a.get("model"))).is_dir()}
 
 
-def write_results(rows: dict[str, dict[str, Any]], cases: list[dict[str, Any]]) -> None:
+def write_results(
+    rows: dict[str, dict[str, Any]], cases: list[dict[str, Any]], mine: set[str] | None = None
+) -> None:
+    """Both files, in the cases' order; rows of cases this invocation did not run are re-read from the file
+    first, so two invocations with --update on disjoint cases can share it."""
     from corl_vl.io import write_text_atomic
 
     RESULTS.mkdir(parents=True, exist_ok=True)
+    if mine is not None and (RESULTS / "options.json").exists():
+        stored = {r["id"]: r for r in json.loads((RESULTS / "options.json").read_text())}
+        rows = {
+            **{k: v for k, v in stored.items() if v["status"] != "not run"},
+            **{k: rows[k] for k in mine if k in rows},
+        }
     ordered = [
         {**c, **rows.get(c["id"], {"status": "not run", "reason": c.get("skip") or "not run yet"})}
         for c in cases
@@ -249,6 +259,10 @@ def render(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _matches(case_id: str, pattern: str) -> bool:
+    return fnmatch.fnmatch(case_id, pattern) or pattern in case_id
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -258,7 +272,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PATTERN",
         help="run only cases whose id matches this glob (or contains it); repeatable",
     )
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="leave out matching cases; repeatable",
+    )
     parser.add_argument("--update", action="store_true", help="merge into the existing results/options.json")
+    parser.add_argument(
+        "--missing", action="store_true", help="with --update: only the chosen cases that have no result yet"
+    )
     parser.add_argument("--workers", type=int, default=1, help="processes running cases at once")
     parser.add_argument(
         "--work", type=Path, help="shared files and the demo run (default: a temporary folder)"
@@ -273,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [
         c
         for c in cases
-        if not args.only or any(fnmatch.fnmatch(c["id"], p) or p in c["id"] for p in args.only)
+        if (not args.only or any(_matches(c["id"], p) for p in args.only))
+        and not any(_matches(c["id"], p) for p in args.exclude)
     ]
     if args.list:
         for case in chosen:
@@ -285,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = {
             r["id"]: r for r in json.loads((RESULTS / "options.json").read_text()) if r["status"] != "not run"
         }
+    if args.missing:
+        chosen = [c for c in chosen if c["id"] not in rows]
     work = args.work or Path(tempfile.mkdtemp(prefix="corl-smoke-"))
     paths = prepare_work(work)
     runnable = [c for c in chosen if not c["skip"]]
@@ -292,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.pop(case["id"], None)
         if case["skip"]:
             rows[case["id"]] = {"status": "not run", "reason": case["skip"]}
+    mine = {c["id"] for c in chosen} if args.update else None
     start = time.time()
     with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
         pending = {pool.submit(execute, c, paths, str(work / "runs")): c for c in runnable}
@@ -306,8 +334,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"[{time.time() - start:6.0f}s] {rows[case['id']]['status']:<32} {case['id']}", flush=True
                 )
-                write_results(rows, cases)
-    write_results(rows, cases)
+                write_results(rows, cases, mine)
+    write_results(rows, cases, mine)
     failed = [r for r in rows.values() if r["status"].startswith("FAIL")]
     print(f"{len(runnable)} run, {len(failed)} failed; results in {RESULTS}", file=sys.stderr)
     return 0
