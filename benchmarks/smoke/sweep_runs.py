@@ -98,12 +98,17 @@ def run_command(argv: list[str], env: dict[str, str] | None = None, cwd: Path = 
         done = subprocess.run(
             cmd, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=TIMEOUT
         )
-        rc, err = done.returncode, done.stderr
+        rc, err, out = done.returncode, done.stderr, done.stdout
     except subprocess.TimeoutExpired as timeout:
-        rc, err = 124, f"timed out after {TIMEOUT} s\n{timeout.stderr or ''}"
+        rc, err, out = 124, f"timed out after {TIMEOUT} s\n{timeout.stderr or ''}", ""
     lines = [line for line in err.splitlines() if line.strip() and not _noise(line)]
     errors = [line for line in lines if "error" in line.lower() or line.startswith("Traceback")]
     first = errors[0] if errors else (lines[-1] if rc and lines else "")
+    if rc and not first:  # a report on stdout (e.g. a check that found problems): its first failure line
+        shown = [line.strip() for line in (out or "").splitlines() if line.strip()]
+        first = next(
+            (line for line in shown if "FAIL" in line or "error" in line.lower()), shown[-1] if shown else ""
+        )
     if "Traceback (most recent call last)" in err:
         tb = [line for line in err.splitlines() if line and not line.startswith((" ", "Traceback"))]
         first = next((line for line in tb if not _noise(line)), first)
