@@ -111,6 +111,7 @@ def all_cases() -> list[dict[str, Any]]:
 def prepare_work(work: Path) -> dict[str, str]:
     """Files the runs share: the documented reward plugin, response/gold files, tiny checkpoints, one trained
     demo run (for plot, eval --model RUN, resume)."""
+    from corl_vl.eval.loaders import load_benchmark
     from model_adapters.tiny import ensure_tiny
 
     work.mkdir(parents=True, exist_ok=True)
@@ -120,14 +121,19 @@ def prepare_work(work: Path) -> dict[str, str]:
     pids = list(json.loads((ROOT / "tests/fixtures/eval/mathvista/testmini.json").read_text()))
     lines = [json.dumps({"id": pid, "response": "\\boxed{1}"}) for pid in pids]
     (work / "responses.jsonl").write_text("\n".join(lines) + "\n")
-    problems = [
-        json.loads(line) for line in (ROOT / "tests/fixtures/data/problems.jsonl").read_text().splitlines()
-    ]
-    gold = [json.dumps({"id": p["id"], "answer": p.get("answer")}) for p in problems if p.get("answer")]
+    for name, fixture in sweep_cli.FIXTURES.items():  # one response per record of each benchmark fixture
+        records = load_benchmark(name, ROOT / "tests/fixtures/eval" / fixture, annotations_only=True)
+        lines = [json.dumps({"id": str(r.id), "response": "\\boxed{1}"}) for r in records]
+        (work / f"responses_{name}.jsonl").write_text("\n".join(lines) + "\n")
+    for name, said in (("a", "1"), ("b", "2")):  # two models' responses to graded problems, for --gold
+        lines = [json.dumps({"id": f"g{i}", "response": f"\\boxed{{{said}}}"}) for i in range(4)]
+        (work / f"answers_{name}.jsonl").write_text("\n".join(lines) + "\n")
+    gold = [json.dumps({"id": f"g{i}", "answer": str(1 + i % 2)}) for i in range(4)]
     (work / "gold.jsonl").write_text("\n".join(gold) + "\n")
     paths = {"work": str(work), "fx": str(ROOT / "tests" / "fixtures"), "run": str(work / "run")}
     paths["ckpt"] = str(ensure_tiny("tiny-qwen2.5-vl"))
     paths["text"] = str(ensure_tiny("tiny-qwen2.5"))
+    paths["ckpt2"] = str(ensure_tiny("tiny-internvl3.5"))
     if not (work / "run" / "checkpoints" / "latest").exists():
         shutil.rmtree(work / "run", ignore_errors=True)
         record = train_in_process([*catalog.TINY, f"train.output_dir={work / 'run'}"])

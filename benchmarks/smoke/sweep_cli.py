@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from sweep_catalog import TINY
 
 EXAMPLE_RUN = ["--config", "configs/demo.yaml", *(t for s in TINY for t in ("--set", s))]
-# placeholders: {tmp} the run's own folder, {fx} tests/fixtures, {ckpt} a tiny VLM checkpoint, {text} a tiny
+# placeholders: {tmp} the run's own folder, {fx} tests/fixtures, {ckpt} / {ckpt2} tiny VLM checkpoints of two
+# families, {text} a tiny
 # text checkpoint, {run} a trained demo run (copied into {tmp}/run where the command changes it), {work}
 # files the sweep writes once (responses, gold answers)
 BASES: dict[str, list[str]] = {
@@ -55,7 +56,7 @@ EVAL_GEN = [  # MathVerse's text-only records need no image files
 ]
 EVAL_MODEL = [*EVAL_GEN, "--model", "{ckpt}"]
 DIAGNOSE_MODEL = [
-    *("diagnose", "--model", "{ckpt}", "--model", "{text}", "--data", "{fx}/data/problems.jsonl"),
+    *("diagnose", "--model", "{ckpt}", "--model", "{ckpt2}", "--data", "{fx}/data/problems.jsonl"),
     *("--limit", "2", "--max-new-tokens", "8", "--output-dir", "{tmp}/diagnose"),
 ]
 RESUME = ["train", *EXAMPLE_RUN, "--output-dir", "{tmp}/run", "--no-progress", "--max-steps", "2"]
@@ -99,7 +100,11 @@ SPECIAL: dict[str, list[CliValue]] = {
     "demo --max-steps": [_c("2", why="one more step")],
     "diagnose --answers": [_c(why="the base's two answer files")],
     "diagnose --gold": [
-        _c("{work}/gold.jsonl", base=DIAGNOSE_MODEL, why="gold answers of the generated problems")
+        _c(
+            "{work}/gold.jsonl",
+            base=["diagnose", "--answers", "{work}/answers_a.jsonl", "--answers", "{work}/answers_b.jsonl"],
+            why="responses graded against gold answers",
+        )
     ],
     "eval --data": [_c(why="the base's fixture")],
     "eval --split": [_c("testmini", why="the vision benchmarks' split")],
@@ -283,7 +288,7 @@ def _benchmark(name: str) -> CliValue:
         name,
         *data,
         "--responses",
-        "{work}/responses.jsonl",
+        f"{{work}}/responses_{name}.jsonl" if data else "{work}/responses.jsonl",
         "--output-dir",
         "{tmp}/eval",
     ]
