@@ -44,7 +44,7 @@ BASES: dict[str, list[str]] = {
     "launch": ["launch", "--nodes", "2", "--gpus-per-node", "2", "--config", "configs/demo.yaml"],
     "models list": ["models", "list"],
     "models build-tiny": ["models", "build-tiny", "tiny-qwen2.5", "--out", "{tmp}/tiny"],
-    "plan": ["plan", "--config", "configs/demo.yaml"],
+    "plan": ["plan", "--config", "configs/demo.yaml", "--gpus", "1", "--gpu-memory", "80GB"],  # no GPU here
     "plot": ["plot", "{run}"],
     "theory": ["theory", "--example", "complementary"],
     "train": ["train", *EXAMPLE_RUN, "--output-dir", "{tmp}/run", "--no-progress"],
@@ -146,8 +146,15 @@ SPECIAL: dict[str, list[CliValue]] = {
     "models build-tiny name": [_c(why="the base's tiny text preset")],
     "models build-tiny --out": [_c(why="the base's folder")],
     "plan --config": [_c(why="the shipped demo config")],
-    "plan --pair": [_c("tiny-qwen2.5-vl,tiny-internvl3.5", base=["plan"], why="two presets")],
-    "plan --gpu-memory": [_c("80GB", also=("--gpus", "2"), why="an 80 GB GPU")],
+    "plan --pair": [
+        _c(
+            "tiny-qwen2.5-vl,tiny-internvl3.5",
+            base=["plan", "--gpus", "1", "--gpu-memory", "80GB"],
+            why="presets",
+        )
+    ],
+    "plan --gpus": [_c("2", why="two GPUs")],
+    "plan --gpu-memory": [_c("24GB", why="a 24 GB GPU")],
     "plan --set": [_c("grpo.k=16", why="a config override")],
     "plot run_dir": [_c(why="a trained demo run")],
     "theory --pa": [_c("0.6", also=("--pb", "0.3"), base=["theory"], why="with --pb")],
