@@ -222,3 +222,25 @@ def test_wandb_without_a_key_is_refused_before_models_load(tmp_path, monkeypatch
     monkeypatch.delenv("WANDB_MODE")
     (tmp_path / "netrc").write_text("machine api.wandb.ai\n  login user\n  password 0123456789abcdef\n")
     check_reporting(cfg)
+
+
+def test_an_agent_that_trained_nothing_in_the_whole_run_is_warned_about(caplog):
+    """Found by the sweep: `train --set grpo.k=2` trained 0 rows (every group's two completions got equal
+    rewards) and exited 0 without a word. Now each agent with 0 trained rows over the run gets a warning."""
+    from corl_vl.train.loop import TrainingRun
+    from corl_vl.train.progress import NothingTrainedCheck
+
+    history = {
+        "idle": [{"step": 0, "trained_rows": 0.0}, {"step": 1, "trained_rows": 0.0}],
+        "busy": [{"step": 0, "trained_rows": 0.0}, {"step": 1, "trained_rows": 6.0}],
+    }
+    run = TrainingRun(cohort=None, max_steps=2, completed=2, history=history)
+    with caplog.at_level("WARNING", logger="corl_vl"):
+        NothingTrainedCheck().close(run)
+    warned = [r.getMessage() for r in caplog.records if "trained no row" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith("agent idle trained no row in 2 step(s)")
+    caplog.clear()
+    resumed = TrainingRun(cohort=None, max_steps=2, start_step=2, completed=2, history=history)
+    with caplog.at_level("WARNING", logger="corl_vl"):
+        NothingTrainedCheck().close(resumed)  # a resume that ran no step has nothing to say
+    assert not [r for r in caplog.records if "trained no row" in r.getMessage()]
