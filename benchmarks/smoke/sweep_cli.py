@@ -15,7 +15,7 @@ from sweep_catalog import TINY
 
 EXAMPLE_RUN = ["--config", "configs/demo.yaml", *(t for s in TINY for t in ("--set", s))]
 # placeholders: {tmp} the run's own folder, {fx} tests/fixtures, {ckpt} / {ckpt2} tiny VLM checkpoints of two
-# families, {text} a tiny
+# families, {tiny:ADAPTER} a tiny checkpoint of that adapter's family, {text} a tiny
 # text checkpoint, {run} a trained demo run (copied into {tmp}/run where the command changes it), {work}
 # files the sweep writes once (responses, gold answers)
 BASES: dict[str, list[str]] = {
@@ -260,6 +260,11 @@ def values_for(flag: Flag, registries: dict[str, list[str]]) -> tuple[list[CliVa
         return [_c(why="given")], ""
     if action.choices:
         return [_c(str(c), why="choice") for c in action.choices], ""
+    if flag.key == "adapters check --adapter":  # each adapter on a tiny checkpoint of its own family
+        return [
+            _c(a, base=["adapters", "check", f"{{tiny:{a}}}"], why="registry")
+            for a in registries["--adapter"]
+        ], ""
     if flag.flag in ("--baseline", "--adapter") and flag.flag in registries:
         return [_c(name, why="registry") for name in registries[flag.flag]], ""
     if action.type in NUMBERS:
