@@ -59,7 +59,11 @@ DIAGNOSE_MODEL = [
     *("diagnose", "--model", "{ckpt}", "--model", "{ckpt2}", "--data", "{fx}/data/problems.jsonl"),
     *("--limit", "2", "--max-new-tokens", "8", "--output-dir", "{tmp}/diagnose"),
 ]
-RESUME = ["train", *EXAMPLE_RUN, "--output-dir", "{tmp}/run", "--no-progress", "--max-steps", "2"]
+# the finished one-step demo run, continued for one more step (a changed max_steps must be allowed)
+RESUME = [
+    *("train", *EXAMPLE_RUN, "--output-dir", "{tmp}/run", "--no-progress", "--max-steps", "2"),
+    *("--allow-config-change", "train.max_steps"),
+]
 COHORT = ["theory", "--cohort", "0.9,0.2,0;0.2,0.9,0"]
 
 
@@ -184,11 +188,11 @@ SPECIAL: dict[str, list[CliValue]] = {
     "train --resume": [_c(base=RESUME, copy_run=True, why="continue the trained run to step 2")],
     "train --allow-config-change": [
         _c(
+            "train.max_steps",
             "train.lr",
-            base=RESUME,
             copy_run=True,
-            also=("--resume", "--set", "train.lr=1e-4"),
-            why="a changed lr",
+            also=("--max-steps", "2", "--resume", "--set", "train.lr=1e-4"),
+            why="one more step at another lr",
         )
     ],
     "train --allow-unsafe-checkpoint": [_c(base=RESUME, copy_run=True, also=("--resume",))],
