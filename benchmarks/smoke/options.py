@@ -187,7 +187,7 @@ def execute(case: dict[str, Any], paths: dict[str, str], scratch: str) -> dict[s
                 "trains": True,
             }
         if case.get("copy_run"):
-            shutil.copytree(paths["run"], tmp / "run")
+            shutil.copytree(paths["run"], tmp / "run", symlinks=True)  # checkpoints/latest stays a link
         argv = [_fill(token, paths) for token in case["argv"]]
         record = run_command(argv)
         record["command"] = "corl-vl " + " ".join(argv).replace(str(ROOT) + "/", "").replace(scratch, "$TMP")
