@@ -41,7 +41,10 @@ BASES: dict[str, list[str]] = {
         *("--responses", "{work}/responses.jsonl", "--output-dir", "{tmp}/eval"),
     ],
     "grade": ["grade", "--input", "{fx}/graded/mathvista_gpt4.jsonl", "--output", "{tmp}/graded.jsonl"],
-    "launch": ["launch", "--nodes", "2", "--gpus-per-node", "2", "--config", "configs/demo.yaml"],
+    "launch": [
+        *("launch", "--nodes", "2", "--gpus-per-node", "2", "--config", "configs/demo.yaml"),
+        *("--set", "distributed.deepspeed=configs/deepspeed/zero2.json"),  # as docs/scaling.md launches
+    ],
     "models list": ["models", "list"],
     "models build-tiny": ["models", "build-tiny", "tiny-qwen2.5", "--out", "{tmp}/tiny"],
     "plan": ["plan", "--config", "configs/demo.yaml", "--gpus", "1", "--gpu-memory", "80GB"],  # no GPU here
