@@ -232,8 +232,18 @@ def write_results(
     for row in ordered:
         for key in ("raw", "argv", "also", "kind", "key", "copy_run", "trains", "procs"):
             row.pop(key, None)
-    write_text_atomic(RESULTS / "options.json", json.dumps(ordered, indent=1, default=str) + "\n")
-    write_text_atomic(RESULTS / "options.md", render(ordered))
+    write_text_atomic(RESULTS / "options.json", _portable(json.dumps(ordered, indent=1, default=str) + "\n"))
+    write_text_atomic(RESULTS / "options.md", _portable(render(ordered)))
+
+
+LOCAL: list[tuple[str, str]] = []  # (this machine's path, its name in the results), set by main
+
+
+def _portable(text: str) -> str:
+    """The results name the checkout, the cache and the work folder, not where they were on this machine."""
+    for path, name in LOCAL:
+        text = text.replace(path, name)
+    return text
 
 
 def render(rows: list[dict[str, Any]]) -> str:
@@ -323,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.missing:
         chosen = [c for c in chosen if c["id"] not in rows]
     work = args.work or Path(tempfile.mkdtemp(prefix="corl-smoke-"))
+    from corl_vl.paths import cache_dir
+
+    LOCAL[:] = [(str(work.resolve()), "$WORK"), (str(cache_dir()), "$CORL_VL_CACHE"), (f"{ROOT}/", "")]
     paths = prepare_work(work)
     runnable = [c for c in chosen if not c["skip"]]
     for case in chosen:
