@@ -83,6 +83,11 @@ RANGES: dict[str, tuple[Any, ...]] = {
     "dropout": (*_within(0, 1, high_open=True), "LoRA's dropout probability"),
     "max_pixels": (*_at_least(1), "pixels per image"),
     "min_pixels": (*_at_least(1), "pixels per image"),
+    # the warm-start settings an experiment passes on (a plain mapping: check_mapping)
+    "steps": _at_least(1),
+    "labels_per_skill": _at_least(1),
+    "weak_fraction": _within(0, 1),
+    "weak_error_rate": _within(0, 1),
 }
 
 
@@ -115,7 +120,16 @@ def _walk(node: Any, prefix: str) -> list[tuple[str, str, Any]]:
 
 def check_values(cfg: Any, bad: Bad) -> None:
     """Every number in ``cfg`` finite and in its field's range (:data:`RANGES`); raises ``bad(key, msg)``."""
-    for key, name, value in _walk(cfg, ""):
+    _check_leaves(_walk(cfg, ""), bad)
+
+
+def check_mapping(values: dict[str, Any], prefix: str, bad: Bad) -> None:
+    """The same rules for a plain mapping of settings (an experiment's warm start, handed on as keywords)."""
+    _check_leaves([(f"{prefix}{k}", k, v) for k, v in values.items()], bad)
+
+
+def _check_leaves(leaves: list[tuple[str, str, Any]], bad: Bad) -> None:
+    for key, name, value in leaves:
         numbers = _numbers(value)
         if numbers is None:
             continue

@@ -11,7 +11,7 @@ import dataclasses
 import datetime
 from typing import Any
 
-from corl_vl.config_checks import check_config
+from corl_vl.config_checks import check_config, check_mapping
 from corl_vl.errors import CorlError
 
 # name-valued keys whose choices no implementation table owns (the others are read from their tables)
@@ -194,6 +194,7 @@ def check_experiment(cfg: Any, bad: Any) -> None:
         unknown = sorted(set(settings) - known - {"skill_sets"})
         if unknown:
             raise bad(f"experiment.{where}.{unknown[0]}", f"unknown key; known: {', '.join(sorted(known))}")
+        check_mapping(settings, f"experiment.{where}.", bad)
     stray = sorted(set(exp.agents) - set(names))
     if stray:
         raise bad(f"experiment.agents.{stray[0]}", f"no such agent; agents are {names}")

@@ -25,7 +25,7 @@ from corl_vl.errors import CorlError
 from corl_vl.train.checkpoint import prune_checkpoints, save_checkpoint
 from corl_vl.train.completion_log import CompletionLog
 from corl_vl.train.loop import Callback, StepMetrics, TrainingRun
-from corl_vl.train.progress import FirstStepCheck, PlainProgress, ProgressBar
+from corl_vl.train.progress import FirstStepCheck, NothingTrainedCheck, PlainProgress, ProgressBar
 from corl_vl.train.reporting import clean_value, metrics_path
 from corl_vl.train.stall import StallMonitor
 
@@ -222,7 +222,7 @@ def standard_callbacks(
         callbacks.append(validation.reraise)
     if main:
         callbacks.append(ProgressBar() if progress and sys.stderr.isatty() else PlainProgress())
-        callbacks.append(FirstStepCheck())
+        callbacks += [FirstStepCheck(), NothingTrainedCheck()]
     keep = cfg.train.save_total_limit
     checkpoints = Checkpointing(
         run_dir, cfg.train.save_every, resumed_at_end=resumed_at_end, keep=keep, main=main

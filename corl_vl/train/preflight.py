@@ -15,8 +15,10 @@ model is cached but the hub is unreachable, offline mode is switched on so the l
 from __future__ import annotations
 
 import json
+import netrc
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -75,8 +77,40 @@ def _go_offline() -> None:
         pass
 
 
+def check_adapters(cfg: CohortConfig) -> None:
+    """An explicit ``agents[i].adapter`` exists and drives the model's architecture (a preset's family, a
+    folder's ``config.json`` model_type); otherwise the load fails later in a traceback or a template error,
+    or trains a model through another family's prompts. Adapters that declare no model types are trusted."""
+    from model_adapters.presets import PRESETS, get_preset
+    from model_adapters.registry import get_adapter_class
+
+    for i, agent in enumerate(cfg.agents):
+        if not agent.adapter:
+            continue
+        drives = set(get_adapter_class(agent.adapter).model_types)
+        spec = str(agent.model)
+        if spec in PRESETS:
+            preset = get_preset(spec)
+            types, what = set(get_adapter_class(preset.adapter).model_types), f"preset {spec}"
+        elif (Path(spec).expanduser() / "config.json").is_file():
+            try:
+                found = json.loads((Path(spec).expanduser() / "config.json").read_text()).get("model_type")
+            except (OSError, ValueError, AttributeError):
+                continue  # the loader names an unreadable config.json itself
+            types, what = ({found} if isinstance(found, str) else set()), f"{spec} (model_type {found!r})"
+        else:
+            continue  # hub ids: their config is not read before the load
+        if drives and types and not drives & types:
+            raise CorlError(
+                f"agents.{i}.adapter: {agent.adapter} drives model types {', '.join(sorted(drives))}, not "
+                f"{what}; drop agents.{i}.adapter (the model's own is found) or point agents.{i}.model at a "
+                f"{agent.adapter} checkpoint"
+            )
+
+
 def check_models_available(cfg: CohortConfig) -> None:
     """Every agent's model is a tiny preset, a local folder, or a hub id that can be had without waiting."""
+    check_adapters(cfg)
     missing = []
     for i, agent in enumerate(cfg.agents):
         spec = str(agent.model)
@@ -144,8 +178,37 @@ def check_deepspeed(cfg: CohortConfig) -> None:
         raise CorlError(f"distributed.deepspeed: {path} is not readable JSON ({err})") from None
 
 
+WANDB_LOCAL_MODES = {"offline", "disabled", "dryrun"}
+
+
+def check_reporting(cfg: CohortConfig) -> None:
+    """``wandb`` in ``train.report_to`` can start without asking: installed, and an API key (``WANDB_API_KEY``
+    or a ``wandb login`` entry in the netrc file) or a local mode (``WANDB_MODE=offline``). Otherwise
+    ``wandb.init`` fails with a traceback after the models have loaded."""
+    if "wandb" not in cfg.train.report_to:
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("wandb") is None:
+        raise CorlError("train.report_to: wandb is not installed (pip install wandb), or drop it")
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE", "").lower() in WANDB_LOCAL_MODES:
+        return
+    host = urllib.parse.urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    path = Path(os.environ.get("NETRC") or Path.home() / ".netrc")
+    try:
+        if netrc.netrc(str(path)).authenticators(host or "api.wandb.ai"):
+            return
+    except (OSError, netrc.NetrcParseError):
+        pass  # no readable netrc: no stored key
+    raise CorlError(
+        "train.report_to: wandb has no API key here (no WANDB_API_KEY, no `wandb login` entry in "
+        f"{path}); run `wandb login`, set WANDB_API_KEY, set WANDB_MODE=offline to log locally, or drop wandb"
+    )
+
+
 def preflight(cfg: CohortConfig) -> None:
     """The config-only checks in the order ``corl-vl train`` runs them (the run folder is checked after)."""
     check_deepspeed(cfg)
+    check_reporting(cfg)
     check_models_available(cfg)
     check_data(cfg)

@@ -98,3 +98,24 @@ class FirstStepCheck(Callback):
                 run.completed,
                 what,
             )
+
+
+class NothingTrainedCheck(Callback):
+    """At the end of a run: warn for each agent that trained no row in all of this process's steps (its
+    completions' rewards never differed within a group, or its rows were masked or skipped), so a run that
+    exits 0 having trained nothing says so."""
+
+    def close(self, run: TrainingRun) -> None:
+        steps = run.completed - run.start_step
+        for agent, rows in run.history.items():
+            mine = [r for r in rows if r.get("step", run.start_step) >= run.start_step]
+            if steps > 0 and mine and sum(float(r.get("trained_rows", 0.0)) for r in mine) == 0:
+                log.warning(
+                    "agent %s trained no row in %d step(s): every advantage was 0 (its completions of each "
+                    "problem got equal rewards) or its rows were masked or skipped; see groups/zero_std_frac "
+                    "and update/skipped in agents/%s/metrics.jsonl (more completions per problem, grpo.k, or "
+                    "more steps give groups whose rewards differ)",
+                    agent,
+                    steps,
+                    agent,
+                )

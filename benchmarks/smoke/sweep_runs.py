@@ -1,0 +1,176 @@
+"""One smoke run and what it measured: a training run in this process, or a command in a subprocess.
+
+Why in-process for training: importing torch and transformers costs more than a tiny training step, so a
+worker process runs many configs through :func:`corl_vl.recipe.train`, each in its own output folder.
+A run's record says what a user would see: exit code, seconds, rows trained, whether every agent's weights
+moved, the first error line and the warnings logged; :func:`verdict` turns that into one word.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 900  # seconds a subprocess may run (vLLM start-up on a shared CPU is slow)
+
+
+class _Warnings(logging.Handler):
+    """corl-vl's warnings during a run (a run that trains nothing must say so)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage().splitlines()[0])
+
+
+def _snapshot(model: Any) -> dict[str, Any]:
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def _moved(before: dict[str, Any], model: Any) -> bool:
+    import torch
+
+    after = dict(model.named_parameters())
+    return any(not torch.equal(t, after[n].detach().to(t.device)) for n, t in before.items() if n in after)
+
+
+def train_in_process(overrides: list[str]) -> dict[str, Any]:
+    """``corl_vl.recipe.train`` on the demo cohort with ``overrides``; never raises."""
+    from corl_vl.errors import CorlError
+    from corl_vl.experiment import demo_config
+    from corl_vl.recipe import train
+
+    warnings = _Warnings()
+    logger = logging.getLogger("corl_vl")
+    logger.addHandler(warnings)
+    before: dict[str, dict[str, Any]] = {}
+    record: dict[str, Any] = {"rc": 0, "error": "", "stage": ""}
+    start = time.perf_counter()
+    try:
+        cfg = demo_config(overrides)
+        run = train(
+            cfg,
+            progress=False,
+            prepare=lambda c: before.update({a.name: _snapshot(a.model) for a in c.agents}),
+        )
+        rows = {n: sum(r.get("trained_rows", 0.0) for r in h) for n, h in run.history.items()}
+        record["rows"] = rows
+        record["changed"] = {a.name: _moved(before[a.name], a.model) for a in run.cohort.agents}
+    except CorlError as err:
+        record.update(rc=2, error=str(err).splitlines()[0])
+    except Exception as err:
+        last = traceback.format_exception_only(type(err), err)[-1].strip()
+        record.update(rc=1, error=last.splitlines()[0], traceback=True)
+    finally:
+        logger.removeHandler(warnings)
+    record["stage"] = "after models load" if before else "before models load"
+    record["seconds"] = round(time.perf_counter() - start, 1)
+    record["warnings"] = warnings.lines[:3]
+    return record
+
+
+def run_command(argv: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> dict[str, Any]:
+    """``python -m corl_vl ARGV``, or a ``torchrun …`` launch."""
+    if argv[0] == "torchrun":  # the launcher of the same interpreter, on a free port
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes=1",
+            f"--master_port={_free_port()}",
+            *argv[1:],
+        ]
+    else:
+        cmd = [sys.executable, "-m", "corl_vl", *argv]
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(
+            cmd, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=TIMEOUT
+        )
+        rc, err, out = done.returncode, done.stderr, done.stdout
+    except subprocess.TimeoutExpired as timeout:
+        rc, err, out = 124, f"timed out after {TIMEOUT} s\n{timeout.stderr or ''}", ""
+    lines = [line for line in err.splitlines() if line.strip() and not _noise(line)]
+    errors = [line for line in lines if "error" in line.lower() or line.startswith("Traceback")]
+    first = errors[0] if errors else (lines[-1] if rc and lines else "")
+    if rc and not first:  # a report on stdout (e.g. a check that found problems): its first failure line
+        shown = [line.strip() for line in (out or "").splitlines() if line.strip()]
+        first = next(
+            (line for line in shown if "FAIL" in line or "error" in line.lower()), shown[-1] if shown else ""
+        )
+    if "Traceback (most recent call last)" in err:
+        tb = [line for line in err.splitlines() if line and not line.startswith((" ", "Traceback"))]
+        first = next((line for line in tb if not _noise(line)), first)
+    return {
+        "rc": rc,
+        "seconds": round(time.perf_counter() - start, 1),
+        "error": first[:300],
+        "traceback": "Traceback (most recent call last)" in err,
+        "warnings": [line for line in lines if "warning:" in line][:3],
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _noise(line: str) -> bool:
+    """Third-party chatter on stderr that is not the command's own output (progress bars, accelerator note)."""
+    return any(
+        mark in line for mark in ("it/s]", "s/it]", "real_accelerator.py", "Loading weights", "Writing model")
+    )
+
+
+def trained_from_folder(run_dir: Path, bases: dict[str, Path]) -> dict[str, Any]:
+    """Rows and weight change of a run a subprocess wrote: metrics.jsonl, and the latest checkpoint against
+    the agent's base weights."""
+    from safetensors import safe_open
+
+    rows: dict[str, float] = {}
+    changed: dict[str, bool] = {}
+    for metrics in sorted((run_dir / "agents").glob("*/metrics.jsonl")):
+        name = metrics.parent.name
+        lines = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+        rows[name] = sum(float(r.get("trained_rows", 0.0)) for r in lines)
+        saved = sorted((run_dir / "checkpoints" / "latest" / name).glob("*.safetensors"))
+        base = sorted(Path(bases.get(name, "")).glob("*.safetensors")) if name in bases else []
+        if saved and base:
+            with safe_open(saved[0], "pt") as new, safe_open(base[0], "pt") as old:
+                common = sorted(set(new.keys()) & set(old.keys()))
+                changed[name] = any(not new.get_tensor(k).equal(old.get_tensor(k)) for k in common)
+    return {"rows": rows, "changed": changed}
+
+
+def verdict(record: dict[str, Any], trains: bool) -> str:
+    """ok | refused | nothing-trained (warned) | FAIL: … — the table's status column."""
+    if record.get("skip"):
+        return "not run"
+    if record.get("traceback"):
+        return "FAIL: traceback"
+    rc = record["rc"]
+    if rc == 2:
+        return "FAIL: refused after models load" if record.get("stage") == "after models load" else "refused"
+    if rc != 0:
+        return f"FAIL: exit {rc}"
+    if not trains:
+        return "ok"
+    rows, changed = record.get("rows") or {}, record.get("changed") or {}
+    if sum(rows.values()) > 0:
+        stuck = [n for n, r in rows.items() if r > 0 and changed.get(n) is False]
+        return f"FAIL: {', '.join(stuck)} trained rows, weights unchanged" if stuck else "ok"
+    if record.get("warnings"):
+        return "nothing trained (warned)"
+    return "FAIL: nothing trained, no warning"
