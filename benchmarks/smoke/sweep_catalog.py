@@ -348,6 +348,11 @@ def uses_vllm(key: str, value: Value) -> bool:
 
 def skip_reason(key: str, value: Any) -> str:
     """Why a value is listed but not run here ("" when it runs)."""
+    if key == f"{AGENT}.model" and str(value).endswith("@width-only"):
+        return (
+            "not run here: real widths and vocabulary, 1-2 layers, random weights (GBs in fp32) answer nothing "
+            "without a warm start; tests/test_full_size.py builds and runs them, benchmarks/perf measures with them"
+        )
     if key == f"{AGENT}.model" and PRESET_SKIP in str(value):
         return "needs GPU: a published architecture at full size with random weights (GBs of memory)"
     return ""
