@@ -14,7 +14,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torchrun_launch import free_port
 
 from corl_vl.errors import CorlError
 from corl_vl.train.distributed import AgentMPU, deepspeed_engine
@@ -55,12 +55,6 @@ def test_an_engine_without_mpu_is_refused():
         deepspeed_engine(model, opt, {"train_micro_batch_size_per_gpu": 1}, None)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def one_thread():
     """The in-process reference at the workers' thread count (``OMP_NUM_THREADS=1`` in their environment): a
@@ -92,7 +86,7 @@ def _launch(
         "torch.distributed.run",
         f"--nproc_per_node={nproc}",
         "--nnodes=1",
-        f"--master_port={_free_port()}",
+        f"--master_port={free_port()}",
         *target,
     ]
     t0 = time.perf_counter()

@@ -5,34 +5,18 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from torchrun_launch import torchrun
 
 TESTS = Path(__file__).resolve().parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.distributed
 def test_zero3_gathers_for_the_hf_engine_only_and_ranks_sample_on_their_own_streams(tmp_path):
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node=2",
-        "--nnodes=1",
-        f"--master_port={_free_port()}",
-        str(TESTS / "zero3_rollout_worker.py"),
-        str(tmp_path),
-    ]
+    cmd = torchrun(TESTS / "zero3_rollout_worker.py", str(tmp_path))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]

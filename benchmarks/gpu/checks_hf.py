@@ -24,6 +24,34 @@ from typing import Any
 from checks import ROOT, _device, _problems, logprob_gaps
 
 
+def _solo(
+    model: str,
+    dtype: str,
+    problems: int,
+    k: int,
+    max_new_tokens: int,
+    micro_batch_size: int,
+    train: dict[str, Any],
+    agent_extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One agent, RENT reward (every completion trains), completions forced to ``max_new_tokens``, HF engine."""
+    return {
+        "agents": [
+            {"name": "solo", "model": model, "adapter_kwargs": {"dtype": dtype}, **(agent_extra or {})}
+        ],
+        "data": {"limit": problems, "problems_per_step": problems},
+        "grpo": {
+            "k": k,
+            "max_new_tokens": max_new_tokens,
+            "min_new_tokens": max_new_tokens,
+            "micro_batch_size": micro_batch_size,
+        },
+        "rollout": {"engine": "hf", "batch_size": problems},
+        "reward": {"name": "rent"},
+        "train": train,
+    }
+
+
 def hf_agent(
     model: str,
     *,
@@ -43,24 +71,15 @@ def hf_agent(
     from model_adapters.registry import create_adapter
 
     cfg = config_from_dict(
-        {
-            "agents": [{"name": "solo", "model": model, "adapter_kwargs": {"dtype": dtype}}],
-            "data": {"limit": problems, "problems_per_step": problems},
-            "grpo": {
-                "k": k,
-                "max_new_tokens": max_new_tokens,
-                "min_new_tokens": max_new_tokens,
-                "micro_batch_size": micro_batch_size,
-            },
-            "rollout": {"engine": "hf", "batch_size": problems},
-            "reward": {"name": "rent"},
-            "train": {
-                "lr": 1e-6,
-                "warmup_ratio": 0,
-                "scheduler": "constant",
-                "max_steps": steps,
-            },
-        }
+        _solo(
+            model,
+            dtype,
+            problems,
+            k,
+            max_new_tokens,
+            micro_batch_size,
+            {"lr": 1e-6, "warmup_ratio": 0, "scheduler": "constant", "max_steps": steps},
+        )
     )
     device = _device()
     cuda = device == "cuda"
@@ -221,22 +240,9 @@ def lora(
         if cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
+        train = {"lr": 1e-4, "warmup_ratio": 0, "max_steps": 1, **train_extra}
         cfg = config_from_dict(
-            {
-                "agents": [
-                    {"name": "solo", "model": model, "adapter_kwargs": {"dtype": dtype}, **agent_extra}
-                ],
-                "data": {"limit": problems, "problems_per_step": problems},
-                "grpo": {
-                    "k": k,
-                    "max_new_tokens": max_new_tokens,
-                    "min_new_tokens": max_new_tokens,
-                    "micro_batch_size": micro_batch_size,
-                },
-                "rollout": {"engine": "hf", "batch_size": problems},
-                "reward": {"name": "rent"},
-                "train": {"lr": 1e-4, "warmup_ratio": 0, "max_steps": 1, **train_extra},
-            }
+            _solo(model, dtype, problems, k, max_new_tokens, micro_batch_size, train, agent_extra)
         )
         cohort = build_cohort(cfg, device=device, problems=view)
         agent = cohort.agents[0]
