@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_distributed import _free_port, one_thread
+from test_distributed import one_thread
+from torchrun_launch import free_port as _free_port
 
 from corl_vl.cli.launch import torchrun_command
 

@@ -23,6 +23,16 @@ import sweep_cli  # noqa: E402
 
 from corl_vl.errors import CorlError  # noqa: E402
 from corl_vl.experiment import demo_config  # noqa: E402
+from corl_vl.rewards import plugins, registry  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _forget_loaded_rewards(monkeypatch):
+    """A swept `reward.module` registers its reward while the config is checked: forget it after each test, so
+    another test's file of the same reward name is not refused as a different one."""
+    monkeypatch.setattr(registry, "REWARDS", dict(registry.REWARDS))
+    monkeypatch.setattr(plugins, "_scanned", False)
+
 
 OPTIONS = catalog.config_options()
 NUMERIC = [o for o in OPTIONS if catalog._strip_optional(o.hint)[0] in (int, float)]
