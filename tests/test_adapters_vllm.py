@@ -4,7 +4,8 @@ The adapter sends vLLM *unexpanded* token ids plus images; vLLM expands the imag
 request were wrong (expanded ids, a second BOS, different processor options), vLLM's ``prompt_token_ids`` would
 differ from the HF path's ids. Greedy logprobs are compared too: they equal the trainer's for every family
 except Gemma-3 with images, whose vLLM CPU attention is causal over image tokens where HF is bidirectional — the
-drift its default importance-ratio cap exists for.
+drift its default importance-ratio cap exists for. Each engine loads the family's cached tiny folder as it is on
+disk (config, weights, processor), so this is also the check that vLLM serves the tiny zoo's checkpoints.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """benchmarks/gpu's multi-GPU sections (uneven_placement, tp_rollout): where the plan runs them and where it skips
-them by name, the torchrun line they launch, their verdicts on worked examples, and both checks end to end on
-gloo (the backend the worker's config picks without a GPU; the TP check with the HF engine, as vLLM TP needs
-GPUs)."""
+them by name, the torchrun line they launch, and their verdicts on worked examples. Both checks also run end to
+end on gloo (the backend the worker's config picks without a GPU; the TP check with the HF engine, as vLLM TP
+needs GPUs) in tests/test_multinode.py, whose multi-node launches are compared against those very runs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import copy
 import json
 import sys
 from pathlib import Path
-
-import pytest
 
 GPU_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu"
 sys.path.insert(0, str(GPU_DIR))
@@ -125,17 +123,3 @@ def test_the_tp_verdict_needs_the_same_tokens_on_both_ranks_and_a_sync():
         r["syncs"] = 0
     assert not checks_dist.judge_tp(ranks, "vllm")["ok"]
     assert not checks_dist.judge_tp(_tp_ranks(), "hf")["ok"]  # asked for HF, ran vLLM
-
-
-@pytest.mark.distributed
-def test_the_uneven_check_passes_end_to_end_on_gloo():
-    result = checks_dist.uneven_placement()
-    assert result["ok"], result
-    assert result["placement"] == {"qwen": [0, 1], "llama": [2]} and result["share_sizes"] == [2, 2, 4]
-
-
-@pytest.mark.distributed
-def test_the_tp_check_passes_end_to_end_on_gloo_with_the_hf_engine():
-    result = checks_dist.tp_rollout(engine="hf")
-    assert result["ok"], result
-    assert result["engine_class"] == "HFEngine" and result["rollouts"] == 2 and result["syncs"] >= 1

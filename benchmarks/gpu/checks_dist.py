@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,18 +67,31 @@ def _ranks(out: Path, n: int) -> list[dict[str, Any]]:
     return [json.loads((out / f"rank-{r}.json").read_text())[0] for r in range(n)]
 
 
-def uneven_placement(timeout: float = 420) -> dict[str, Any]:
-    """qwen on ranks 0-1, llama on rank 2: placement, labels and answers equal on every rank, reward shares."""
+def uneven_placement(timeout: float = 420, out: Path | None = None) -> dict[str, Any]:
+    """qwen on ranks 0-1, llama on rank 2: placement, labels and answers equal on every rank, reward shares.
+
+    ``out``: keep the run and the rank records there (tests/test_multinode.py compares a multi-node launch to it).
+    """
     import yaml
 
-    with tempfile.TemporaryDirectory(prefix="validate-uneven-") as tmp:
-        out = Path(tmp)
-        error = _launch(sum(UNEVEN_GPUS), out, list(UNEVEN_ARGS), timeout)
+    with _folder(out, "validate-uneven-") as folder:
+        error = _launch(sum(UNEVEN_GPUS), folder, list(UNEVEN_ARGS), timeout)
         if error:
             return {"gpus": list(UNEVEN_GPUS), "ok": False, "error": error}
-        placement = yaml.safe_load((out / "run" / "config.yaml").read_text())["placement"]
-        ranks = _ranks(out, sum(UNEVEN_GPUS))
+        placement = yaml.safe_load((folder / "run" / "config.yaml").read_text())["placement"]
+        ranks = _ranks(folder, sum(UNEVEN_GPUS))
     return {"gpus": list(UNEVEN_GPUS), **judge_uneven(placement, ranks)}
+
+
+@contextlib.contextmanager
+def _folder(out: Path | None, prefix: str) -> Iterator[Path]:
+    """``out`` (created, kept) or a temporary folder removed afterwards."""
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        yield out
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        yield Path(tmp)
 
 
 def judge_uneven(placement: dict[str, Any], ranks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -108,14 +122,16 @@ def judge_uneven(placement: dict[str, Any], ranks: list[dict[str, Any]]) -> dict
     }
 
 
-def tp_rollout(engine: str = "vllm", timeout: float = 420) -> dict[str, Any]:
-    """One agent, a TP group of ranks 0-1: both ranks sample the same tokens before and after a weight sync."""
-    with tempfile.TemporaryDirectory(prefix="validate-tp-") as tmp:
-        out = Path(tmp)
-        error = _launch(2, out, [*TP_ARGS, "--engine", engine], timeout)
+def tp_rollout(engine: str = "vllm", timeout: float = 420, out: Path | None = None) -> dict[str, Any]:
+    """One agent, a TP group of ranks 0-1: both ranks sample the same tokens before and after a weight sync.
+
+    ``out``: keep the run and the rank records there (tests/test_multinode.py compares them to one process).
+    """
+    with _folder(out, "validate-tp-") as folder:
+        error = _launch(2, folder, [*TP_ARGS, "--engine", engine], timeout)
         if error:
             return {"engine": engine, "ok": False, "error": error}
-        ranks = _ranks(out, 2)
+        ranks = _ranks(folder, 2)
     return {"engine": engine, **judge_tp(ranks, engine)}
 
 
