@@ -181,11 +181,11 @@ def demo_config(overrides: Sequence[str] = ()) -> CohortConfig:
         ],
         "reward": {"topology": "mutual"},
         "data": {"train": "synthetic", "limit": 512, "problems_per_step": 8, "seed": 0},
-        "grpo": {"k": 8, "max_new_tokens": 8, "temperature": 1.0, "micro_batch_size": 32},
+        "grpo": {"k": 8, "max_new_tokens": 8, "temperature": 1.0, "beta": 1.0, "micro_batch_size": 32},
         "rollout": {"engine": "hf", "batch_size": 64},
         "train": {
             "max_steps": 20,
-            "lr": 2.0e-4,
+            "lr": 5.0e-5,
             "warmup_ratio": 0.1,
             "save_every": 10,
             "output_dir": "runs/demo-train",
