@@ -43,3 +43,19 @@ def demo_bases():
     from corl_vl.experiment import demo_config, ensure_bases
 
     return ensure_bases(demo_config(), log_every=0)
+
+
+# xdist (`--dist loadfile`) hands test files out in collection order. The files with multi-process, vLLM or
+# other slow tests go first, so that no worker is left running a long launch after the other has finished
+# (longest jobs first); the order inside a file, and among files of one kind, is kept.
+_LONG_FIRST = ("distributed", "vllm", "slow")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank: dict[str, int] = {}
+    for item in items:
+        kind = next((i for i, m in enumerate(_LONG_FIRST) if item.get_closest_marker(m)), len(_LONG_FIRST))
+        path = item.nodeid.split("::")[0]
+        rank[path] = min(rank.get(path, kind), kind)
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
