@@ -15,13 +15,12 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
-from torchrun_launch import free_port
+from torchrun_launch import torchrun
 
 from corl_vl.errors import CorlError
 from corl_vl.train.distributed import AgentMPU, deepspeed_engine
@@ -80,15 +79,7 @@ def _launch(
     workers, nothing else) gets SIGTERM — each worker then prints its stack (faulthandler) — then SIGKILL.
     """
     target = command or [str(TESTS / "dist_worker.py"), str(out), *args]
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc_per_node={nproc}",
-        "--nnodes=1",
-        f"--master_port={free_port()}",
-        *target,
-    ]
+    cmd = torchrun(*target, nproc=nproc)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True

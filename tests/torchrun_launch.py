@@ -13,8 +13,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun(worker: Path, *args: str, nproc: int = 2) -> list[str]:
-    """``python -m torch.distributed.run`` of ``worker`` on ``nproc`` local processes."""
+def torchrun(worker: str | Path, *args: str, nproc: int = 2) -> list[str]:
+    """``python -m torch.distributed.run`` of ``worker`` (a script, or ``-m``) on ``nproc`` local processes."""
     return [
         sys.executable,
         "-m",
