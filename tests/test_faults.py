@@ -260,11 +260,14 @@ def test_output_path_that_is_a_folder(tmp_path, capsys):
 
 
 # -------------------------------------------------------------------------------------------- signals
-def _start(out: Path, *extra: str) -> subprocess.Popen:
+def _start(
+    out: Path, *extra: str, slow_save: bool = False, stderr: object = subprocess.PIPE
+) -> subprocess.Popen:
+    # slow_save: the final checkpoint takes minutes, as on a large model, so a second signal surely lands in it
+    launch = ["-c", _SLOW_SAVE_MAIN] if slow_save else ["-m", "corl_vl"]
     cmd = [
         sys.executable,
-        "-m",
-        "corl_vl",
+        *launch,
         "train",
         "--config",
         str(TINY_COHORT),
@@ -276,7 +279,17 @@ def _start(out: Path, *extra: str) -> subprocess.Popen:
         "train.max_steps=200",
         *extra,
     ]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True)
+
+
+_SLOW_SAVE_MAIN = """
+import sys, time
+import corl_vl.train.callbacks as callbacks
+from corl_vl.cli import main
+save = callbacks.save_checkpoint
+callbacks.save_checkpoint = lambda *args: (time.sleep(600), save(*args))[1]
+sys.exit(main(sys.argv[1:]))
+"""
 
 
 def _wait_for_a_step(proc: subprocess.Popen, out: Path, timeout: float = 600) -> None:
@@ -332,15 +345,23 @@ def test_signal_saves_says_how_to_resume_and_resume_continues(tmp_path, sig, cod
 
 
 def test_second_sigint_exits_at_once(tmp_path):
-    out = tmp_path / "run"
-    proc = _start(out)
-    _wait_for_a_step(proc, out)
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=600)
+    out, err_file = tmp_path / "run", tmp_path / "stderr.txt"
+    with err_file.open("w") as err_stream:
+        proc = _start(out, slow_save=True, stderr=err_stream)
+        _wait_for_a_step(proc, out)
+        proc.send_signal(signal.SIGINT)
+        # the second signal only after the first one was handled: two signals sent before Python runs its
+        # handler would arrive as one
+        end = time.monotonic() + 120
+        while "finishing this step" not in err_file.read_text():
+            assert proc.poll() is None and time.monotonic() < end, err_file.read_text()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=120)
+    err = err_file.read_text()
     assert proc.returncode == 130, err
     assert "again: stopping now" in err and "Traceback" not in err
+    assert latest_checkpoint(out) is None  # the save it cut short left no checkpoint
 
 
 # --------------------------------------------------------------------------------------------- resume
