@@ -244,3 +244,22 @@ def test_an_agent_that_trained_nothing_in_the_whole_run_is_warned_about(caplog):
     with caplog.at_level("WARNING", logger="corl_vl"):
         NothingTrainedCheck().close(resumed)  # a resume that ran no step has nothing to say
     assert not [r for r in caplog.records if "trained no row" in r.getMessage()]
+
+
+def test_weights_that_could_not_move_are_not_a_failure():
+    """With grpo.beta > 0, rows of tied groups still train (the KL term), but on a step where the policy
+    still equals its reference the KL gradient is 0 too: unchanged weights are then arithmetic, not a fault."""
+    import sweep_runs
+
+    tied = {"groups/zero_std_frac": 1.0, "kl": 0.0, "trained_rows": 16.0}
+    assert sweep_runs.no_gradient([tied, tied])
+    assert not sweep_runs.no_gradient([])
+    assert not sweep_runs.no_gradient([tied, {**tied, "groups/zero_std_frac": 0.75}])  # a reward signal
+    assert not sweep_runs.no_gradient([{**tied, "kl": 1e-6}])  # moved away from the reference
+
+    run = {"rc": 0, "rows": {"a": 16.0, "b": 16.0}, "changed": {"a": True, "b": False}}
+    assert sweep_runs.verdict({**run, "tied": {"a": False, "b": True}}, trains=True) == "ok"
+    assert sweep_runs.verdict({**run, "tied": {"a": False, "b": False}}, trains=True) == (
+        "FAIL: b trained rows, weights unchanged"
+    )
+    assert sweep_runs.verdict(run, trains=True).startswith("FAIL")  # no record of ties: unexplained

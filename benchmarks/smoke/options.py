@@ -272,11 +272,15 @@ def render(rows: list[dict[str, Any]]) -> str:
             str(row.get("rc", "")),
             str(row.get("seconds", "")),
             " ".join(f"{n}:{int(v)}" for n, v in rows_.items()),
-            " ".join(f"{n}:{'yes' if v else 'NO'}" for n, v in changed.items()),
+            " ".join(f"{n}:{_moved(v, (row.get('tied') or {}).get(n))}" for n, v in changed.items()),
             note[:200],
         ]
         lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _moved(changed: bool, tied: bool | None) -> str:
+    return "yes" if changed else "no (no gradient: groups tied, KL 0)" if tied else "NO"
 
 
 def _matches(case_id: str, pattern: str) -> bool:

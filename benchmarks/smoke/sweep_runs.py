@@ -66,6 +66,7 @@ def train_in_process(overrides: list[str]) -> dict[str, Any]:
         )
         rows = {n: sum(r.get("trained_rows", 0.0) for r in h) for n, h in run.history.items()}
         record["rows"] = rows
+        record["tied"] = {n: no_gradient(h) for n, h in run.history.items()}
         record["changed"] = {a.name: _moved(before[a.name], a.model) for a in run.cohort.agents}
     except CorlError as err:
         record.update(rc=2, error=str(err).splitlines()[0])
@@ -78,6 +79,15 @@ def train_in_process(overrides: list[str]) -> dict[str, Any]:
     record["seconds"] = round(time.perf_counter() - start, 1)
     record["warnings"] = warnings.lines[:3]
     return record
+
+
+def no_gradient(steps: list[dict[str, Any]]) -> bool:
+    """Every step had zero gradient by arithmetic: each group's rewards were equal (advantages 0) and the
+    policy still equalled its KL reference (KL 0, so its gradient is 0 too). With ``grpo.beta > 0`` such rows
+    still count as trained, yet the weights cannot move: not a fault."""
+    return bool(steps) and all(
+        float(r.get("groups/zero_std_frac", 0.0)) == 1.0 and float(r.get("kl", 0.0)) == 0.0 for r in steps
+    )
 
 
 def run_command(argv: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> dict[str, Any]:
@@ -141,21 +151,24 @@ def trained_from_folder(run_dir: Path, bases: dict[str, Path]) -> dict[str, Any]
 
     rows: dict[str, float] = {}
     changed: dict[str, bool] = {}
+    tied: dict[str, bool] = {}
     for metrics in sorted((run_dir / "agents").glob("*/metrics.jsonl")):
         name = metrics.parent.name
         lines = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
         rows[name] = sum(float(r.get("trained_rows", 0.0)) for r in lines)
+        tied[name] = no_gradient(lines)
         saved = sorted((run_dir / "checkpoints" / "latest" / name).glob("*.safetensors"))
         base = sorted(Path(bases.get(name, "")).glob("*.safetensors")) if name in bases else []
         if saved and base:
             with safe_open(saved[0], "pt") as new, safe_open(base[0], "pt") as old:
                 common = sorted(set(new.keys()) & set(old.keys()))
                 changed[name] = any(not new.get_tensor(k).equal(old.get_tensor(k)) for k in common)
-    return {"rows": rows, "changed": changed}
+    return {"rows": rows, "changed": changed, "tied": tied}
 
 
 def verdict(record: dict[str, Any], trains: bool) -> str:
-    """ok | refused | nothing-trained (warned) | FAIL: … — the table's status column."""
+    """ok | refused | nothing-trained (warned) | FAIL: … — the table's status column. An agent whose weights
+    stayed put counts against the run only when it had a gradient to follow (see :func:`no_gradient`)."""
     if record.get("skip"):
         return "not run"
     if record.get("traceback"):
@@ -167,9 +180,9 @@ def verdict(record: dict[str, Any], trains: bool) -> str:
         return f"FAIL: exit {rc}"
     if not trains:
         return "ok"
-    rows, changed = record.get("rows") or {}, record.get("changed") or {}
+    rows, changed, tied = record.get("rows") or {}, record.get("changed") or {}, record.get("tied") or {}
     if sum(rows.values()) > 0:
-        stuck = [n for n, r in rows.items() if r > 0 and changed.get(n) is False]
+        stuck = [n for n, r in rows.items() if r > 0 and changed.get(n) is False and not tied.get(n)]
         return f"FAIL: {', '.join(stuck)} trained rows, weights unchanged" if stuck else "ok"
     if record.get("warnings"):
         return "nothing trained (warned)"
