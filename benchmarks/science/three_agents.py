@@ -67,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--arms", nargs="+", default=DEFAULT_ARMS, choices=list(ARMS))
     parser.add_argument("--steps", type=int, help="override cohort train.max_steps")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key; repeatable"
+    )
     parser.add_argument("--output-dir", default=str(ROOT / "benchmarks/science/results_three_agents"))
     parser.add_argument("--skip-done", action="store_true", help="keep runs already in results.json")
     parser.add_argument("--report-only", action="store_true", help="only redraw table and plots")
@@ -91,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     base_overrides = ["train.plot=false", "train.report_to=[none]"]
     if args.steps:
         base_overrides.append(f"train.max_steps={args.steps}")
+    base_overrides += args.set
     cfg = load_config(args.config, base_overrides)
     exp = cfg.experiment
     paths = ensure_bases(cfg)
@@ -98,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = json.loads(result_path.read_text()) if args.skip_done and result_path.exists() else None
     result: dict[str, Any] = {
         "config": str(Path(args.config).resolve().relative_to(ROOT)),
+        "overrides": args.set,
         "skill_sets": exp.skill_sets,
         "agents": cfg.agent_names(),
         "warm_start": [warm_start_record(p) for p in paths],
@@ -168,7 +173,12 @@ def table(result: dict[str, Any]) -> str:
     lines = [
         f"Held-out greedy accuracy ({result['heldout_n']} test problems), mean ± sd over seeds {seeds} "
         "(runs per arm in brackets); start → end of training. Strong skills marked *. The last agent is "
-        "the collapsed one.",
+        "the collapsed one."
+        + (
+            f" Config `{result['config']}` with {', '.join(result['overrides'])}."
+            if result.get("overrides")
+            else ""
+        ),
         "",
         "| arm | agent | " + " | ".join(skills) + " | overall |",
         "|---|---|" + "---|" * (len(skills) + 1),
