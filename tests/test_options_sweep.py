@@ -246,6 +246,24 @@ def test_an_agent_that_trained_nothing_in_the_whole_run_is_warned_about(caplog):
     assert not [r for r in caplog.records if "trained no row" in r.getMessage()]
 
 
+def test_an_agent_whose_groups_always_tied_is_warned_about_even_when_the_kl_term_trained_its_rows(caplog):
+    """Found by the sweep at grpo.beta = 1: with a KL term, rows of tied groups count as trained, so the
+    0-rows warning stayed silent while neither agent could learn anything from its rewards."""
+    from corl_vl.train.loop import TrainingRun
+    from corl_vl.train.progress import NothingTrainedCheck
+
+    tied = {"trained_rows": 8.0, "groups/zero_std_frac": 1.0}
+    history = {
+        "tied": [{"step": 0, **tied}, {"step": 1, **tied}],
+        "learns": [{"step": 0, **tied}, {"step": 1, **tied, "groups/zero_std_frac": 0.5}],
+    }
+    run = TrainingRun(cohort=None, max_steps=2, completed=2, history=history)
+    with caplog.at_level("WARNING", logger="corl_vl"):
+        NothingTrainedCheck().close(run)
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and warned[0].startswith("agent tied got no reward signal in 2 step(s)")
+
+
 def test_weights_that_could_not_move_are_not_a_failure():
     """With grpo.beta > 0, rows of tied groups still train (the KL term), but on a step where the policy
     still equals its reference the KL gradient is 0 too: unchanged weights are then arithmetic, not a fault."""
@@ -263,3 +281,8 @@ def test_weights_that_could_not_move_are_not_a_failure():
         "FAIL: b trained rows, weights unchanged"
     )
     assert sweep_runs.verdict(run, trains=True).startswith("FAIL")  # no record of ties: unexplained
+    idle = {"rc": 0, "rows": {"a": 16.0}, "changed": {"a": False}, "tied": {"a": True}}
+    assert sweep_runs.verdict({**idle, "warnings": ["agent a got no reward signal"]}, trains=True) == (
+        "nothing trained (warned)"
+    )
+    assert sweep_runs.verdict(idle, trains=True) == "FAIL: nothing trained, no warning"

@@ -183,7 +183,11 @@ def verdict(record: dict[str, Any], trains: bool) -> str:
     rows, changed, tied = record.get("rows") or {}, record.get("changed") or {}, record.get("tied") or {}
     if sum(rows.values()) > 0:
         stuck = [n for n, r in rows.items() if r > 0 and changed.get(n) is False and not tied.get(n)]
-        return f"FAIL: {', '.join(stuck)} trained rows, weights unchanged" if stuck else "ok"
+        if stuck:
+            return f"FAIL: {', '.join(stuck)} trained rows, weights unchanged"
+        if any(changed.values()) or not changed:
+            return "ok"
+        # every agent's rows had a zero gradient: the run trained nothing, as one with no rows
     if record.get("warnings"):
         return "nothing trained (warned)"
     return "FAIL: nothing trained, no warning"

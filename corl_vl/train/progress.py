@@ -101,20 +101,33 @@ class FirstStepCheck(Callback):
 
 
 class NothingTrainedCheck(Callback):
-    """At the end of a run: warn for each agent that trained no row in all of this process's steps (its
-    completions' rewards never differed within a group, or its rows were masked or skipped), so a run that
-    exits 0 having trained nothing says so."""
+    """At the end of a run: warn for each agent that learned nothing from its rewards in all of this process's
+    steps, so a run that exits 0 having trained nothing says so. Either no row trained (every advantage 0, or
+    rows masked or skipped), or rows trained only for the KL term (``grpo.beta > 0``) while every group's
+    rewards were equal: a KL pull towards the reference, and on the first steps not even that."""
 
     def close(self, run: TrainingRun) -> None:
         steps = run.completed - run.start_step
         for agent, rows in run.history.items():
             mine = [r for r in rows if r.get("step", run.start_step) >= run.start_step]
-            if steps > 0 and mine and sum(float(r.get("trained_rows", 0.0)) for r in mine) == 0:
+            if steps <= 0 or not mine:
+                continue
+            if sum(float(r.get("trained_rows", 0.0)) for r in mine) == 0:
                 log.warning(
                     "agent %s trained no row in %d step(s): every advantage was 0 (its completions of each "
                     "problem got equal rewards) or its rows were masked or skipped; see groups/zero_std_frac "
                     "and update/skipped in agents/%s/metrics.jsonl (more completions per problem, grpo.k, or "
                     "more steps give groups whose rewards differ)",
+                    agent,
+                    steps,
+                    agent,
+                )
+            elif all(float(r.get("groups/zero_std_frac", 0.0)) == 1.0 for r in mine):
+                log.warning(
+                    "agent %s got no reward signal in %d step(s): its completions of each problem always got "
+                    "equal rewards (groups/zero_std_frac 1 in agents/%s/metrics.jsonl), so every advantage was "
+                    "0 and its rows trained only the KL term (more completions per problem, grpo.k, or more "
+                    "steps give groups whose rewards differ)",
                     agent,
                     steps,
                     agent,
