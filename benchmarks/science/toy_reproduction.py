@@ -40,6 +40,12 @@ from corl_vl.paths import configure_cache_env  # noqa: E402
 from corl_vl.train.loop import Callback  # noqa: E402
 
 
+def _shown(path: str) -> str:
+    """A config path as the results record it: relative to the repo when inside it (no machine's folders)."""
+    full = Path(path).resolve()
+    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(ROOT / "configs/science/toy.yaml"))
@@ -89,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     def save(final: bool = False) -> str:
         """Write everything measured so far (an interrupted grid still leaves honest partial results)."""
         result = {
-            "config": args.config,
+            "config": _shown(args.config),
             "text_view": exp.text_view,
             "skill_sets": exp.skill_sets,
             "agents": cfg.agent_names(),
