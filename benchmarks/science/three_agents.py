@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     result_path = out / "results.json"
     if args.report_only:
+        if not result_path.exists():
+            print(f"three_agents.py: error: {result_path} not found: run the arms first", file=sys.stderr)
+            return 2
         report(json.loads(result_path.read_text()), out)
         return 0
 
