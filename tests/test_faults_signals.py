@@ -18,25 +18,19 @@ from test_cohort import TINY, TINY_COHORT
 from corl_vl.train.checkpoint import latest_checkpoint
 
 
+def _train(out: Path, max_steps: int, *extra: str, launch: tuple[str, ...] = ("-m", "corl_vl")) -> list[str]:
+    """The `corl-vl train` command line of the tiny cohort, writing to ``out``."""
+    sets = [a for kv in [*TINY, f"train.max_steps={max_steps}"] for a in ("--set", kv)]
+    tiny = ["--config", str(TINY_COHORT), "--output-dir", str(out), "--no-progress", *sets]
+    return [sys.executable, *launch, "train", *tiny, *extra]
+
+
 def _start(
     out: Path, *extra: str, slow_save: bool = False, stderr: object = subprocess.PIPE
 ) -> subprocess.Popen:
     # slow_save: the final checkpoint takes minutes, as on a large model, so a second signal surely lands in it
-    launch = ["-c", _SLOW_SAVE_MAIN] if slow_save else ["-m", "corl_vl"]
-    cmd = [
-        sys.executable,
-        *launch,
-        "train",
-        "--config",
-        str(TINY_COHORT),
-        "--output-dir",
-        str(out),
-        "--no-progress",
-        *[a for kv in TINY for a in ("--set", kv)],
-        "--set",
-        "train.max_steps=200",
-        *extra,
-    ]
+    launch = ("-c", _SLOW_SAVE_MAIN) if slow_save else ("-m", "corl_vl")
+    cmd = _train(out, 200, *extra, launch=launch)
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True)
 
 
@@ -78,21 +72,7 @@ def test_signal_saves_says_how_to_resume_and_resume_continues(tmp_path, sig, cod
     stale = out / "checkpoints" / f".step-{stopped_at + 1:06d}.tmp-dead"
     (stale / "qwen").mkdir(parents=True)
     resumed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "corl_vl",
-            "train",
-            "--config",
-            str(TINY_COHORT),
-            "--output-dir",
-            str(out),
-            "--no-progress",
-            *[a for kv in TINY for a in ("--set", kv)],
-            "--set",
-            f"train.max_steps={stopped_at + 1}",
-            "--resume",
-        ],
+        _train(out, stopped_at + 1, "--resume"),
         capture_output=True,
         text=True,
         timeout=600,
