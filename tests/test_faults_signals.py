@@ -25,13 +25,10 @@ def _train(out: Path, max_steps: int, *extra: str, launch: tuple[str, ...] = ("-
     return [sys.executable, *launch, "train", *tiny, *extra]
 
 
-def _start(
-    out: Path, *extra: str, slow_save: bool = False, stderr: object = subprocess.PIPE
-) -> subprocess.Popen:
+def _start(out: Path, slow_save: bool = False, stderr: object = subprocess.PIPE) -> subprocess.Popen:
     # slow_save: the final checkpoint takes minutes, as on a large model, so a second signal surely lands in it
     launch = ("-c", _SLOW_SAVE_MAIN) if slow_save else ("-m", "corl_vl")
-    cmd = _train(out, 200, *extra, launch=launch)
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    return subprocess.Popen(_train(out, 200, launch=launch), stdout=subprocess.PIPE, stderr=stderr, text=True)
 
 
 _SLOW_SAVE_MAIN = """
