@@ -59,6 +59,15 @@ ANSWER_INSTRUCTIONS: dict[str, str] = {
 }
 
 _DTYPES = ("float32", "bfloat16", "float16")
+AUTO_DTYPE = "auto"  # bf16 on a CUDA device, fp32 elsewhere (resolve_dtype)
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """The weights' dtype on ``device``: ``auto`` is bf16 on CUDA (what every GPU trainer runs; fp32 would double
+    the memory and refuse the headline pair on one 80 GB GPU), fp32 on the CPU, where bf16 matmuls are slow."""
+    if dtype != AUTO_DTYPE:
+        return dtype
+    return "bfloat16" if str(device).startswith("cuda") else "float32"
 
 __all__ = [
     "ANSWER_INSTRUCTIONS",

@@ -23,7 +23,7 @@ import torch
 from torchrun_launch import torchrun
 
 from corl_vl.errors import CorlError
-from corl_vl.train.distributed import AgentMPU, deepspeed_engine
+from corl_vl.train.deepspeed_setup import AgentMPU, deepspeed_engine
 from corl_vl.train.placement import place
 
 TESTS = Path(__file__).resolve().parent

@@ -27,7 +27,7 @@ import torch
 
 from corl_vl.config import OptimizerConfig, TrainConfig
 from corl_vl.errors import CorlError
-from corl_vl.train.distributed import deepspeed_config, deepspeed_engine
+from corl_vl.train.deepspeed_setup import deepspeed_config, deepspeed_engine
 from corl_vl.train.grpo import Normalizer
 from corl_vl.train.optimizer import MasterAdamW, clip_gradients, resolve_fused
 
