@@ -44,7 +44,7 @@ def build_cohort(
 
     torch.manual_seed(cfg.train.seed)
     if device is None and dist is not None:
-        device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
+        device = dist.device  # the GPU pinned for this process (distributed.setup), or the CPU
     if device is None and placement is None:
         placement = placement_for(cfg, visible_devices)
     return Cohort.from_config(

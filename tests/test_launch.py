@@ -135,19 +135,26 @@ def test_launch_refuses_a_node_that_would_run_nothing(tmp_path, capsys):
     assert "node 1 would run no agent" in capsys.readouterr().err
 
 
-def test_train_starts_its_own_processes_only_on_a_multi_gpu_node_nothing_launched(tmp_path):
+def test_train_starts_one_process_per_agent_on_gpus_and_one_per_gpu_of_each_block_with_deepspeed(tmp_path):
     cfg = config_from_dict(
         {"agents": [{"model": "tiny-qwen2.5"}, {"model": "tiny-llama3"}], "distributed": {"deepspeed": ZERO2}}
     )
     assert self_launch_processes(cfg, 8, {}) == 8  # equal shares of every visible GPU
-    assert self_launch_processes(cfg, 1, {}) is None  # one GPU or CPU: this process
+    assert self_launch_processes(cfg, 1, {}) == 2  # the 1-GPU pair: two processes taking turns
+    assert self_launch_processes(cfg, 0, {}) is None  # CPU: this process runs every agent
     assert self_launch_processes(cfg, 8, {"WORLD_SIZE": "8", "LOCAL_RANK": "0"}) is None  # already launched
     cfg.agents[0].gpus, cfg.agents[1].gpus = 3, 2
     assert self_launch_processes(cfg, 8, {}) == 5  # 3 GPUs left over (logged)
     with pytest.raises(CorlError, match="ask for 5 GPUs, 4 are visible"):
         self_launch_processes(cfg, 4, {})
     cfg.distributed.deepspeed = None
-    assert self_launch_processes(cfg, 8, {}) is None  # no DeepSpeed file: one process runs every agent
+    with pytest.raises(CorlError, match=r"agent tiny-qwen2\.5 asks for several GPUs"):
+        self_launch_processes(cfg, 8, {})  # several GPUs per agent train through DeepSpeed only
+    cfg.agents[0].gpus = cfg.agents[1].gpus = None
+    assert self_launch_processes(cfg, 8, {}) == 2  # no DeepSpeed file: one GPU per agent, 6 left over
+    assert self_launch_processes(cfg, 1, {}) == 2  # still one process per agent, never two engines in one
+    solo = config_from_dict({"agents": [{"model": "tiny-qwen2.5"}], "reward": {"name": "ttrl"}})
+    assert self_launch_processes(solo, 1, {}) is None  # one agent on one GPU: this process
 
 
 def test_the_self_launch_reruns_the_same_train_command_under_torchs_launcher():

@@ -8,7 +8,8 @@ from test_cohort import TINY, TINY_COHORT
 
 from corl_vl.config import load_config
 from corl_vl.errors import CorlError
-from corl_vl.train.cohort import Cohort, load_base_problems
+from corl_vl.train.cohort import Cohort
+from corl_vl.train.cohort_data import load_base_problems
 
 
 def test_long_prompts_are_dropped_for_every_agent_and_counted():

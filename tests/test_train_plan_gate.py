@@ -1,8 +1,9 @@
 """`corl-vl train` runs the memory plan first when it trains on GPUs: one line naming the shortfall and the first
 fix when the run does not fit, before any model loads; `--skip-plan` overrides; nothing to plan on a CPU.
 
-The GPU count and memory are injected; `build_cohort` is replaced by a stop, so reaching it means the plan let
-the run through (and no model loaded before a refusal)."""
+The GPU count and memory are injected; `build_cohort` and the start of one process per agent (``os.execv`` of
+torch's launcher, which a GPU run takes) are replaced by a stop, so reaching either means the plan let the run
+through (and no model loaded before a refusal)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def config(tmp_path, monkeypatch):
         raise CorlError(REACHED)
 
     monkeypatch.setattr(corl_vl.recipe, "build_cohort", stop)
+    monkeypatch.setattr(train_cli.os, "execv", stop)
     path = tmp_path / "pair.yaml"
     raw = {
         "agents": [{"name": "a", "model": "tiny-qwen2.5"}, {"name": "b", "model": "tiny-qwen3"}],

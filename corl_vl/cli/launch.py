@@ -68,9 +68,10 @@ def run(args: argparse.Namespace) -> int:
     )
     extra = args.train_args[1:] if args.train_args[:1] == ["--"] else list(args.train_args)
     program = [*TRAIN, "--config", args.config, *(x for o in args.overrides for x in ("--set", o)), *extra]
-    if not cfg.distributed.deepspeed:
+    if not cfg.distributed.deepspeed and any(len(ranks) > 1 for ranks in plan.groups):
         log.warning(
-            "distributed.deepspeed is not set: add --set distributed.deepspeed=configs/deepspeed/zero2.json"
+            "distributed.deepspeed is not set, but an agent has several ranks: add "
+            "--set distributed.deepspeed=configs/deepspeed/zero2.json"
         )
     idle = [hardware.leftover_line()] if hardware.leftover else []
     notes = [f"# {line}" for line in plan.lines() + idle]
@@ -134,36 +135,56 @@ def sbatch_script(
 
 
 def self_launch_processes(cfg: Any, visible_gpus: int, env: Mapping[str, str]) -> int | None:
-    """How many processes ``corl-vl train`` should start on this node itself (None: run in this process).
+    """How many processes ``corl-vl train`` starts on this node itself (None: this process runs the cohort).
 
-    Only when nothing launched it (no torchrun variables), more than one GPU is visible, the config names a
-    DeepSpeed file (one engine per agent's group) and there is at least one GPU per agent. The count is the sum
-    of ``agents[i].gpus`` when every agent sets it (the other GPUs are reported), else every visible GPU.
+    On a node with GPUs every agent runs in its own process(es), each agent in its own world
+    (:mod:`corl_vl.train.distributed`): with ``distributed.deepspeed`` and at least one GPU per agent, one process
+    per GPU of each agent's block (``agents[i].gpus``, else an equal share of the visible GPUs); otherwise one
+    process per agent, agent i on GPU i mod G, the agents that share a GPU taking turns. Nothing is started when
+    a launcher already did (torchrun variables), without GPUs, or for one agent on one GPU.
     """
-    if "WORLD_SIZE" in env or "LOCAL_RANK" in env or visible_gpus < 2:
+    if "WORLD_SIZE" in env or "LOCAL_RANK" in env or visible_gpus < 1:
         return None
     n_agents = len(cfg.agents)
-    if not cfg.distributed.deepspeed or visible_gpus < n_agents:
-        why = (
-            "distributed.deepspeed is not set"
-            if cfg.distributed.deepspeed is None
-            else "fewer GPUs than agents"
-        )
-        log.info("%d GPUs visible; one process runs every agent (%s)", visible_gpus, why)
-        return None
     asked = [a.gpus for a in cfg.agents]
-    if None in asked:
-        return visible_gpus
-    if sum(asked) > visible_gpus:
-        raise CorlError(f"agents[i].gpus: the agents ask for {sum(asked)} GPUs, {visible_gpus} are visible")
-    if sum(asked) < visible_gpus:
-        log.warning(
-            "agents[i].gpus use %d of %d visible GPUs; %d left over",
-            sum(asked),
-            visible_gpus,
-            visible_gpus - sum(asked),
+    if cfg.distributed.deepspeed and visible_gpus >= n_agents and (visible_gpus > 1 or n_agents > 1):
+        if None in asked:
+            return visible_gpus
+        if sum(asked) > visible_gpus:
+            raise CorlError(
+                f"agents[i].gpus: the agents ask for {sum(asked)} GPUs, {visible_gpus} are visible"
+            )
+        if sum(asked) < visible_gpus:
+            log.warning(
+                "agents[i].gpus use %d of %d visible GPUs; %d left over",
+                sum(asked),
+                visible_gpus,
+                visible_gpus - sum(asked),
+            )
+        return sum(asked)
+    if n_agents == 1:
+        return None
+    several = [cfg.agents[i].name for i, g in enumerate(asked) if g is not None and g > 1]
+    if several:
+        raise CorlError(
+            f"agents[i].gpus: agent {several[0]} asks for several GPUs; an agent on several GPUs trains through "
+            "DeepSpeed: set distributed.deepspeed (e.g. configs/deepspeed/zero2.json)"
         )
-    return sum(asked)
+    if visible_gpus > n_agents:
+        log.info(
+            "%d GPUs visible, %d agents: one GPU each, %d left over (distributed.deepspeed gives each agent a "
+            "block of GPUs)",
+            visible_gpus,
+            n_agents,
+            visible_gpus - n_agents,
+        )
+    elif visible_gpus < n_agents:
+        log.info(
+            "%d agents on %d GPU(s): one process per agent, the agents on one GPU take turns",
+            n_agents,
+            visible_gpus,
+        )
+    return n_agents
 
 
 def self_launch_command(nproc: int, train_argv: Sequence[str], python: str) -> list[str]:

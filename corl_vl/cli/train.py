@@ -110,13 +110,18 @@ def run(args: argparse.Namespace) -> int:
         cfg = pair_config(presets, [item for item in overrides if item not in later])
         cfg = finalize(apply_overrides(tiny_pair_experiment(cfg), later), "--pair")
     check_config_not_overwritten(args.config, cfg.train.output_dir, resume=args.resume)
-    if not args.skip_plan:
-        plan_first(cfg, _visible_gpus(), _gpu_memory)
-    # one node, several GPUs: torch's launcher runs this same command in nproc processes (only a DeepSpeed
-    # config may do that)
-    nproc = self_launch_processes(cfg, _visible_gpus(), os.environ) if cfg.distributed.deepspeed else None
+    # a process started by a launcher must not touch CUDA before it is placed on its GPU: the launcher planned
+    launched = "WORLD_SIZE" in os.environ or "LOCAL_RANK" in os.environ
+    gpus = 0 if launched else _visible_gpus()
+    if not args.skip_plan and not launched:
+        plan_first(cfg, gpus, _gpu_memory)
+    # GPUs: one process per agent (or per GPU of each agent's block), started by torch's launcher
+    nproc = None if launched else self_launch_processes(cfg, gpus, os.environ)
     if nproc is not None:
+        from corl_vl.train.distributed import NODE_GPUS_ENV
+
         command = self_launch_command(nproc, train_argv(args), sys.executable)
+        os.environ[NODE_GPUS_ENV] = str(gpus)  # the processes share the node's GPUs round-robin
         log.info("starting %d processes on this node: %s", nproc, shlex.join(command))
         os.execv(command[0], command)
     try:

@@ -27,7 +27,7 @@ import torch
 
 from corl_vl.config import OptimizerConfig, TrainConfig
 from corl_vl.errors import CorlError
-from corl_vl.train.deepspeed_setup import deepspeed_config, deepspeed_engine
+from corl_vl.train.deepspeed_setup import collective_device, deepspeed_config, deepspeed_engine
 from corl_vl.train.grpo import Normalizer
 from corl_vl.train.optimizer import MasterAdamW, clip_gradients, resolve_fused
 
@@ -68,6 +68,8 @@ def launch_backend(backend: TorchBackend, cfg: Any, dist: Any) -> TrainingBacken
     if dist is None:
         return backend
     settings = cfg.distributed
+    if not settings.deepspeed and dist.group_size == 1:  # an agent alone in its world: nothing to shard
+        return backend
     if cfg.optimizer.offload != "none":
         raise CorlError(
             f"optimizer.offload: {cfg.optimizer.offload} is the Torch backend's (one process); a DeepSpeed launch "
@@ -75,7 +77,7 @@ def launch_backend(backend: TorchBackend, cfg: Any, dist: Any) -> TrainingBacken
         )
     if not settings.deepspeed:
         raise CorlError(
-            "distributed.deepspeed: a multi-process launch needs a DeepSpeed config "
+            f"distributed.deepspeed: an agent on {dist.group_size} ranks needs a DeepSpeed config "
             "(e.g. --set distributed.deepspeed=configs/deepspeed/zero2.json)"
         )
     dtype = str(next(backend.model.parameters()).dtype).removeprefix("torch.")
@@ -296,9 +298,12 @@ class DeepSpeedBackend:
             return StepPlan(normalizer, padding_passes=0, group_rows=rows)
         import torch.distributed as dist
 
-        sums = torch.tensor([normalizer.n_sequences, normalizer.n_tokens, rows], dtype=torch.float64)
+        device = collective_device(self.dp_group)  # NCCL takes CUDA tensors only
+        sums = torch.tensor(
+            [normalizer.n_sequences, normalizer.n_tokens, rows], dtype=torch.float64, device=device
+        )
         dist.all_reduce(sums, group=self.dp_group)
-        most = torch.tensor([micro_batches], dtype=torch.float64)
+        most = torch.tensor([micro_batches], dtype=torch.float64, device=device)
         dist.all_reduce(most, op=dist.ReduceOp.MAX, group=self.dp_group)
         group_normalizer = Normalizer(int(sums[0]), int(sums[1]))
         return StepPlan(

@@ -18,9 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
-import torch.distributed
-
 from corl_vl.errors import CorlError
 from corl_vl.train.checkpoint import prune_checkpoints, save_checkpoint
 from corl_vl.train.completion_log import CompletionLog
@@ -164,11 +161,10 @@ class StallDetection(Callback):
 
     def stop_reason(self) -> str | None:
         reason = self.monitor.stop_reason
-        if self.dist is not None:
-            flag = torch.tensor([1.0 if reason else 0.0])
-            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
-            if flag.item() and reason is None:
-                reason = "training stalled on another agent's ranks (its message names the agent and metric)"
+        # a vote on the control plane: CPU data, never a tensor into NCCL (every process votes)
+        voted = self.dist is not None and self.dist.any_flag(reason is not None, "the stall vote")
+        if voted and reason is None:
+            reason = "training stalled on another agent's ranks (its message names the agent and metric)"
         return reason
 
 

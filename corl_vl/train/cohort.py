@@ -20,17 +20,14 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from corl_vl.answers import extract_answer
 from corl_vl.config import CohortConfig
-from corl_vl.data.datasets import load_problems
-from corl_vl.data.paired import answer_in_base_options, load_paired_view, verify_paired_views
+from corl_vl.data.paired import answer_in_base_options
 from corl_vl.data.problem import Problem
-from corl_vl.data.synth import generate_problems, to_text_problem
 from corl_vl.errors import CorlError
 from corl_vl.rewards.co_rewarding import twins_of, with_twins
 from corl_vl.rewards.combine import step_reward
@@ -39,58 +36,15 @@ from corl_vl.rewards.topology import Topology, from_config
 from corl_vl.train import dynamic, subsets
 from corl_vl.train.agent import Agent, Batch
 from corl_vl.train.backends import launch_backend
+from corl_vl.train.cohort_data import agent_view, load_base_problems, paired_views
 from corl_vl.train.device_placement import DevicePlacement
+from corl_vl.train.device_turns import leave_shared_device, process_turn
 from corl_vl.train.distributed import DistContext
-from corl_vl.train.offload import turn, turn_offloads
+from corl_vl.train.offload import TurnOffload, turn, turn_offloads
 from corl_vl.train.parallel import AgentPhases
 from corl_vl.train.prompt_filter import drop_long_prompts
 from corl_vl.train.step_metrics import step_metrics
 from model_adapters.registry import create_adapter
-
-SYNTHETIC_DEFAULT_N = 256
-
-
-# ------------------------------------------------------------------------------------------------ data
-def load_base_problems(cfg: CohortConfig) -> list[Problem]:
-    """The cohort's problems (the original view); their ids are what every agent is asked about."""
-    data, exp = cfg.data, cfg.experiment
-    if exp is not None:  # synthetic problems of the experiment's skills, as pictures or their text rendering
-        problems = generate_problems(
-            data.limit or SYNTHETIC_DEFAULT_N, seed=data.seed, split=data.split, skills=exp.skills
-        )
-        return [to_text_problem(p) for p in problems] if exp.text_view else problems
-    if data.train == "synthetic":
-        return generate_problems(data.limit or SYNTHETIC_DEFAULT_N, seed=data.seed, split=data.split)
-    split = data.split if Path(data.train).is_dir() else None
-    return load_problems(data.train, split=split, limit=data.limit)
-
-
-def agent_view(
-    base: Sequence[Problem], cfg: CohortConfig, data_view: str | None, text_only: bool
-) -> list[Problem]:
-    """An agent's rendering of ``base``: a verified paired file, the text rendering, or the original."""
-    data = cfg.data
-    if data_view:
-        return load_paired_view(base, data_view, limit=data.limit)
-    if not text_only or not any(p.images for p in base):
-        return list(base)
-    if data.train == "synthetic":
-        return [to_text_problem(p) for p in base]
-    split = data.split if Path(data.train).is_dir() else None
-    view = load_problems(data.train, split=split, limit=data.limit, text_only=True)
-    verify_paired_views(base, view, source=f"{data.train} (text rendering)")
-    return view
-
-
-def paired_views(base: Sequence[Problem], cfg: CohortConfig, agent: Any, text_only: bool) -> list[Problem]:
-    """Co-rewarding-I's view: the original problems and, under their twin ids, the agent's rephrase."""
-    if not agent.data_view:
-        raise CorlError(
-            f"agents.{agent.name}.data_view: reward.name={cfg.reward.name} needs each agent's rephrased view "
-            "(a paired file; write one with `corl-vl data rephrase`)"
-        )
-    original = agent_view(base, cfg, None, text_only)
-    return [*original, *twins_of(agent_view(base, cfg, agent.data_view, text_only))]
 
 
 @dataclass
@@ -157,6 +111,7 @@ class Cohort:
         *,
         dist: DistContext | None = None,
         placement: DevicePlacement | None = None,
+        offloads: dict[str, TurnOffload] | None = None,
     ) -> None:
         self.names = cfg.agent_names()
         self.dist = dist
@@ -194,7 +149,11 @@ class Cohort:
         self.phases = AgentPhases(len(agents), parallel=parallel, lanes=lanes)
         safe = all(getattr(agent.engine, "thread_safe", False) for agent in agents)
         self.rollout_phases = self.phases if safe else AgentPhases(len(agents), parallel=False)
-        self.offloads = turn_offloads(agents, placement, cfg.optimizer.offload)
+        # agents that take turns on a device keep their optimizer state in host memory between turns (one
+        # process: its placement's lanes; a multi-process launch: the processes sharing a GPU, built in from_config)
+        self.offloads = (
+            offloads if offloads is not None else turn_offloads(agents, placement, cfg.optimizer.offload)
+        )
         dynamic.check(cfg, dist, self.reward)
         self.step_index = 0
         self.dropped_prompts = 0  # data.max_prompt_tokens: problems left out for their prompt's length
@@ -218,7 +177,9 @@ class Cohort:
         ``problems``: the training problems when the caller already loaded them (``corl-vl train`` checks the
         data before any model loads), else they are loaded from ``cfg.data``."""
         base = list(problems) if problems is not None else load_base_problems(cfg)
-        agents = []
+        if cfg.data.max_prompt_tokens is not None and dist is not None:  # each rank sees one agent's prompts
+            raise CorlError("data.max_prompt_tokens runs in one process; drop torchrun or the bound")
+        agents, offloads = [], {}
         indices = [dist.agent_index] if dist is not None else range(len(cfg.agents))
         for index in indices:
             agent_cfg = cfg.agents[index]
@@ -229,13 +190,17 @@ class Cohort:
             if get_reward(cfg.reward.name).paired_views:  # the original view, plus the rephrase as twins
                 view = paired_views(base, cfg, agent_cfg, text_only=not adapter.supports_images)
             on = placement.home(index) if placement is not None else device
-            agents.append(Agent.from_config(agent_cfg, cfg, view, device=on, adapter=adapter))
-        for agent in agents:  # a multi-process launch wraps each agent's weights in its distributed backend
-            agent.backend = launch_backend(agent.backend, cfg, dist)
-        if cfg.data.max_prompt_tokens is not None and dist is not None:  # each rank sees one agent's prompts
-            raise CorlError("data.max_prompt_tokens runs in one process; drop torchrun or the bound")
+            # on a shared GPU a process builds in its turn: vLLM refuses to start beside an awake engine
+            with process_turn(dist, "build"):
+                agent = Agent.from_config(agent_cfg, cfg, view, device=on, adapter=adapter)
+                # a multi-process launch wraps the agent's weights in its distributed backend
+                agent.backend = launch_backend(agent.backend, cfg, dist)
+                offload = leave_shared_device(agent, cfg, dist)
+            agents.append(agent)
+            if offload is not None:
+                offloads[agent.name] = offload
         base, dropped = drop_long_prompts(base, agents, cfg.data.max_prompt_tokens)
-        cohort = cls(cfg, agents, base, dist=dist, placement=placement)
+        cohort = cls(cfg, agents, base, dist=dist, placement=placement, offloads=offloads or None)
         cohort.dropped_prompts = dropped
         return cohort
 
@@ -280,6 +245,26 @@ class Cohort:
         ``(AgentSteps cut to the trained k, seconds of deferred weight sync)``. ``draw``: > 0 for the extra
         draws of ``grpo.dynamic_sampling`` (their own rollout seeds)."""
         cfg = self.cfg
+        with process_turn(
+            self.dist, f"rollout {self.step_index}"
+        ):  # a shared GPU: generate and score in turn
+            steps, deferred_sync = self._generate(ids, mine, times, draw)
+        t0 = time.perf_counter()
+        local = {agent.name: agent_step.answers for agent, agent_step in zip(self.agents, steps)}
+        self.last_answers = local if self.dist is None else self.dist.exchange(ids, local, self.names)
+        self._rewards(ids, mine, steps)
+        steps = [
+            subsets.first_k(agent_step, cfg.grpo.k) for agent_step in steps
+        ]  # grpo.votes: the rest only voted
+        times["time/reward"] = times.get("time/reward", 0.0) + time.perf_counter() - t0
+        return steps, deferred_sync
+
+    def _generate(
+        self, ids: list[str], mine: list[str], times: dict[str, float], draw: int
+    ) -> tuple[list[AgentStep], float]:
+        """Every agent's rollouts and answers for ``mine``, engines put to sleep, the no-grad scores where read;
+        returns ``(steps, seconds of deferred weight sync)``."""
+        cfg = self.cfg
         t0 = time.perf_counter()
         steps: list[AgentStep] = []
         # a rollout covers this rank's tensor-parallel group's share (T = 1, or one process: its own share)
@@ -317,12 +302,6 @@ class Cohort:
                 steps, self.phases.map(lambda job: job[0].score(*subsets.step_rows(job[1])), jobs)
             ):
                 agent_step.scored = scored
-        local = {agent.name: agent_step.answers for agent, agent_step in zip(self.agents, steps)}
-        self.last_answers = local if self.dist is None else self.dist.exchange(ids, local, self.names)
-        self._rewards(ids, mine, steps)
-        steps = [
-            subsets.first_k(agent_step, cfg.grpo.k) for agent_step in steps
-        ]  # grpo.votes: the rest only voted
         times["time/reward"] = times.get("time/reward", 0.0) + time.perf_counter() - t0
         return steps, deferred_sync
 
@@ -337,7 +316,8 @@ class Cohort:
         adv, trained = subsets.advantages_and_rows(rewards, cut, mode=grpo.truncated, scale=grpo.advantage)
         prompts, completions = subsets.step_rows(agent_step)
         agent_step.advantages = adv.tolist()
-        with turn(self.offloads.get(agent.name)):  # a shared device: its optimizer state back for the update
+        # a shared device: the process's turn (several processes), its optimizer state back for the update
+        with process_turn(self.dist, f"update {self.step_index}"), turn(self.offloads.get(agent.name)):
             m = agent.update(
                 Batch(prompts, completions, subsets.rollout_logprobs(agent_step), adv, trained),
                 old=agent_step.scored,

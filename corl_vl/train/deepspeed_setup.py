@@ -15,6 +15,23 @@ from typing import Any
 from corl_vl.errors import CorlError
 
 
+def collective_device(group: Any = None) -> Any:
+    """The device a tensor collective on ``group`` must get: CPU when its backend serves CPU tensors (gloo),
+    else this process's CUDA device (NCCL serves CUDA tensors only: a CPU tensor there raises "No backend type
+    associated with device type cpu")."""
+    import torch
+    import torch.distributed as dist
+
+    name = str(dist.get_backend(group))
+    served = set()
+    for part in name.split(","):  # "gloo", or a per-device spec such as "cpu:gloo,cuda:nccl"
+        device, _, backend = part.rpartition(":")
+        served |= {device} if device else set(dist.Backend.backend_capability.get(backend, ["cpu"]))
+    if "cpu" in served:
+        return torch.device("cpu")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
 # ---------------------------------------------------------------------------------------------- the mpu
 class AgentMPU:
     """What DeepSpeed asks an ``mpu`` for, answered with one agent's rank group.
@@ -202,7 +219,7 @@ def _group_check(mpu: AgentMPU) -> Any:
     def assert_ints_same_in_group(ints: list[int]) -> None:
         if len(ranks) == 1:
             return
-        device = "cuda" if dist.get_backend(group) == "nccl" else "cpu"
+        device = collective_device(group)
         length = torch.tensor([len(ints)], dtype=torch.long, device=device)
         dist.broadcast(length, src=ranks[0], group=group)
         if int(length.item()) != len(ints):

@@ -1,26 +1,24 @@
-"""One launch, the whole cohort: agents on disjoint rank groups, each a DeepSpeed engine, answers by collectives.
+"""The GPU process model: one ``torch.distributed`` world per agent, a CPU control plane for the cohort.
 
-Why this shape: Co-RL couples agents only through their *answers*, which are
-small, so the cohort needs no shared parameters and no files on disk — one ``torchrun`` / ``accelerate launch``
-owns every agent, each agent trains as a DeepSpeed ZeRO-2/3 engine over its own rank group (its data-parallel
-group), and after each rollout the answers travel between groups by one ``all_gather_object`` over WORLD.
+Why this shape (docs/gpu.md): a process hosts one agent, because vLLM's sleep allocator and DeepSpeed's ``mpu``
+are process-wide; and no process group spans two agents, because NCCL serves CUDA tensors only, vLLM's
+``external_launcher`` takes WORLD as its own tensor-parallel world and ZeRO-3 checks its module trace over WORLD.
+So every process of a launch (``torchrun``, or ``corl-vl train`` starting its own processes) joins:
 
-The facts this module is built on (deepspeed 0.19.8; docs/reference.md#runtime-behaviour-the-trainer-relies-on):
+- its **agent's world**: ``init_process_group`` over only that agent's processes (NCCL on GPUs, gloo on the CPU),
+  created through the launch's store under the agent's own prefix; DeepSpeed, vLLM and every tensor collective
+  of the agent live there, and see it as WORLD;
+- the **cohort's control plane** (:mod:`corl_vl.train.control_plane`): JSON through the launch's ``TCPStore``
+  for what crosses agents — node names, problem ids, answers, labels, stop/non-finite/stall flags, barriers;
+- with fewer GPUs than processes, a **baton** per GPU (:mod:`corl_vl.train.device_turns`): its processes take
+  turns, one active at a time.
 
-- every rank must create every agent's group with ``dist.new_group`` in the same order (group creation is a
-  collective), plus one single-rank group per rank;
-- ``deepspeed.initialize`` must get an ``mpu`` whose data-parallel group is the agent's group and whose
-  model-parallel group is the rank's *single-rank* group (``None`` would mean WORLD inside ``deepspeed.comm``).
-  Without it DeepSpeed reduces gradients and broadcasts initial weights over WORLD: two agents of the same
-  architecture then silently mix gradients. :func:`deepspeed_engine` refuses to build an engine without one;
-- ``deepspeed.utils.groups.mpu`` is process-wide, so a multi-process run hosts exactly one agent per process;
-- ZeRO-3's trace-consistency check broadcasts over WORLD from global rank 0; :func:`scope_zero3_checks` moves it
-  into the agent's group (the no-grad passes that would desynchronise it are handled in :mod:`corl_vl.train.agent`).
-
-Placement (which ranks each agent gets, node-aware, per-agent counts) is :mod:`corl_vl.train.placement`. Data
-split inside a group: the group's ranks split the step's problem ids (contiguous shares; with rollout tensor
-parallelism each TP group's share, then each rank's part of it); every rank still sees every agent's answers
-for *all* ids after the exchange, so pseudo-labels and rewards are computed identically everywhere.
+Which ranks each agent gets (node-aware, per-agent counts, tensor-parallel blocks) is
+:mod:`corl_vl.train.placement`; which GPU a process uses is its place on its node modulo the node's GPU count
+(``CORL_VL_NODE_GPUS``, set by corl-vl's launchers; else one process per GPU). Inside an agent the processes
+split the step's problem ids (contiguous shares; with rollout tensor parallelism each TP group's share, then each
+rank's part of it); every process still sees every agent's answers for *all* ids after the exchange, so
+pseudo-labels and rewards are computed identically everywhere.
 """
 
 from __future__ import annotations
@@ -31,8 +29,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.train.control_plane import ControlPlane
 from corl_vl.train.deepspeed_setup import AgentMPU
+from corl_vl.train.device_turns import DeviceTurns
 from corl_vl.train.placement import Placement, nodes_from_ranks, place
+
+NODE_GPUS_ENV = (
+    "CORL_VL_NODE_GPUS"  # GPUs per node the processes are spread over (set by corl-vl's launchers)
+)
 
 
 # ---------------------------------------------------------------------------------------------- shares
@@ -46,15 +50,19 @@ def share(ids: Sequence[str], group_rank: int, group_size: int) -> list[str]:
 # ---------------------------------------------------------------------------------------------- context
 @dataclass
 class DistContext:
-    """This process's place in the cohort: its rank, its agent, that agent's group and mpu."""
+    """This process's place in the cohort: its cohort rank, its agent, that agent's world and mpu, the control
+    plane to the other agents, and the baton of its GPU when it shares one."""
 
-    rank: int
-    world_size: int
-    groups: list[list[int]]  # global ranks per agent, in config order
+    rank: int  # in the cohort (every process of the launch), not in the agent's world
+    world_size: int  # processes in the cohort
+    groups: list[list[int]]  # cohort ranks per agent, in config order
     agent_index: int  # the one agent this process hosts
-    dp_group: Any
-    mpu: AgentMPU
+    dp_group: Any  # the agent's world (WORLD of this process's torch.distributed)
+    mpu: AgentMPU | None
     placement: Placement | None = None  # None: the agents' groups were given directly (tests)
+    control: ControlPlane | None = None  # None only in tests that build a context by hand
+    turns: DeviceTurns | None = None  # None: this process has its device to itself
+    device: str = "cpu"  # where this process's agent computes
 
     @property
     def group_ranks(self) -> list[int]:
@@ -70,7 +78,7 @@ class DistContext:
 
     @property
     def is_main(self) -> bool:
-        """Global rank 0: run-level files (config, cohort state, plots) and the progress bar."""
+        """Cohort rank 0: run-level files (config, cohort state, plots) and the progress bar."""
         return self.rank == 0
 
     @property
@@ -82,6 +90,11 @@ class DistContext:
     def tp_size(self) -> int:
         return self.placement.tensor_parallel_size if self.placement is not None else 1
 
+    @property
+    def takes_turns(self) -> bool:
+        """Whether another process shares this process's GPU (then it acts only in its turns)."""
+        return self.turns is not None and self.turns.shared
+
     def rollout_share(self, ids: Sequence[str]) -> list[str]:
         """The ids this rank's vLLM tensor-parallel group generates (every rank of a TP group: the same ids)."""
         tp = self.tp_size
@@ -92,25 +105,34 @@ class DistContext:
         tp = self.tp_size
         return share(self.rollout_share(ids), self.group_rank % tp, tp)
 
-    def barrier(self) -> None:
-        import torch.distributed as dist
+    def _plane(self) -> ControlPlane:
+        if self.control is None:
+            raise CorlError("distributed: this context has no control plane (built by hand)")
+        return self.control
 
-        dist.barrier()
+    def barrier(self) -> None:
+        """Every process of the cohort reached this point (control plane, no tensor)."""
+        self._plane().barrier()
+
+    def any_flag(self, flag: bool, what: str) -> bool:
+        """True everywhere when any process's ``flag`` is (stop votes: non-finite, stall, signals)."""
+        return self._plane().any(flag, what)
+
+    def gather_objects(self, obj: Any) -> list[Any]:
+        """Every process's ``obj`` (plain JSON data), in cohort-rank order."""
+        return self._plane().all_gather(obj)
 
     def exchange(
         self, ids: Sequence[str], local: dict[str, dict[str, list[Any]]], names: Sequence[str]
     ) -> dict[str, dict[str, list[Any]]]:
         """All agents' answers for all ``ids``, from every rank's ``{agent: {problem_id: [answers]}}`` shares.
 
-        One ``all_gather_object`` over WORLD (answers are small). Verified by id: every rank must have drawn
+        One all-gather on the control plane (answers are small). Verified by id: every rank must have drawn
         the same ids, and each agent's group must report every id exactly once — a rank that sampled other
         problems or lost one is an error, not a silently shifted label.
         """
-        import torch.distributed as dist
-
         mine = {"rank": self.rank, "ids": list(ids), "answers": local}
-        gathered: list[Any] = [None] * self.world_size
-        dist.all_gather_object(gathered, mine)
+        gathered = self._plane().all_gather(mine, "the step's answers")
         out: dict[str, dict[str, list[Any]]] = {name: {} for name in names}
         for item in gathered:
             if item["ids"] != list(ids):
@@ -131,18 +153,11 @@ class DistContext:
             out[agent] = {pid: answers[pid] for pid in ids}
         return out
 
-    def gather_objects(self, obj: Any) -> list[Any]:
-        """Every rank's ``obj`` (WORLD), in rank order."""
-        import torch.distributed as dist
-
-        gathered: list[Any] = [None] * self.world_size
-        dist.all_gather_object(gathered, obj)
-        return gathered
-
 
 def launched_world_size() -> int:
-    """WORLD_SIZE set by torchrun / accelerate launch (1 when started as a plain process)."""
-    return int(os.environ.get("WORLD_SIZE", "1"))
+    """Processes in the launch: torchrun's WORLD_SIZE (1 when started as a plain process). After :func:`setup`
+    WORLD_SIZE is the agent's world (what vLLM reads), and the cohort's size is kept beside it."""
+    return int(os.environ.get("CORL_VL_COHORT_SIZE") or os.environ.get("WORLD_SIZE", "1"))
 
 
 def node_id() -> str:
@@ -153,6 +168,68 @@ def node_id() -> str:
     return os.environ.get("GROUP_RANK") or socket.gethostname()
 
 
+# ---------------------------------------------------------------------------------------------- devices
+def node_gpu_count(env: dict[str, str] | None = None) -> int:
+    """GPUs per node the processes are spread over: ``CORL_VL_NODE_GPUS`` (corl-vl's launchers set it), else the
+    GPUs torch sees (read through NVML where it can, which does not initialise CUDA), else 0 (CPU)."""
+    env = os.environ if env is None else env
+    raw = env.get(NODE_GPUS_ENV)
+    if raw:
+        if not raw.isdigit():
+            raise CorlError(f"{NODE_GPUS_ENV}={raw!r}: expected a number of GPUs per node")
+        return int(raw)
+    import torch
+
+    return torch.cuda.device_count() if torch.backends.cuda.is_built() else 0
+
+
+def device_slots(nodes: Sequence[Sequence[int]], gpus_per_node: int) -> dict[int, tuple[str, int]]:
+    """Each cohort rank's GPU: ``{rank: (device key, GPU index on its node)}``. A process's GPU is its place on
+    its node modulo the node's GPUs, so with fewer GPUs than processes they share round-robin (agent i on GPU
+    i mod G for one process per agent). Empty without GPUs."""
+    if gpus_per_node <= 0:
+        return {}
+    slots = {}
+    for node, ranks in enumerate(nodes):
+        for local, rank in enumerate(ranks):
+            gpu = local % gpus_per_node
+            slots[rank] = (f"node{node}-gpu{gpu}", gpu)
+    return slots
+
+
+def pin_gpu(gpu: int, env: dict[str, str] | None = None) -> None:
+    """Make ``gpu`` (an index among the GPUs this process was started with) its only visible GPU, as
+    ``cuda:0``, before CUDA starts: vLLM builds its engine on ``cuda:LOCAL_RANK`` (external launcher) or
+    ``cuda:0`` (one process), and a process that shares its GPU must not build on another one."""
+    import torch
+
+    env = os.environ if env is None else env
+    if torch.cuda.is_initialized():
+        raise CorlError(
+            "distributed: CUDA was initialised before corl-vl placed this process on its GPU; start "
+            "`corl-vl train` directly under torchrun (nothing may touch CUDA first)"
+        )
+    visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    env["CUDA_VISIBLE_DEVICES"] = visible[gpu] if gpu < len(visible) else str(gpu)
+    env["LOCAL_RANK"] = "0"
+
+
+def _join_agent_world(store: Any, agent: int, group_rank: int, group_size: int, backend: str) -> str:
+    """``init_process_group`` over this agent's processes only (their own prefix of the launch's store);
+    returns where the agent computes."""
+    import torch
+    import torch.distributed as dist
+
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    cuda = "cuda" in dist.Backend.backend_capability.get(backend, []) and torch.cuda.is_available()
+    if cuda:
+        torch.cuda.set_device(0)  # the pinned GPU (or, unpinned, the first visible one)
+    prefixed = dist.PrefixStore(f"corl_vl/agent/{agent}", store)
+    dist.init_process_group(backend=backend, store=prefixed, rank=group_rank, world_size=group_size)
+    return f"cuda:{torch.cuda.current_device()}" if cuda else "cpu"
+
+
 def setup(
     requests: Sequence[int | None],
     *,
@@ -160,26 +237,42 @@ def setup(
     tensor_parallel_size: int = 1,
     backend: str = "auto",
 ) -> DistContext:
-    """Join the launch's process group, place the agents on its nodes (:mod:`corl_vl.train.placement`; every
-    rank computes the same plan from the same gathered node ids), create every agent's group (same order on
-    every rank), build the mpu. ``requests``: each agent's ``gpus`` (None: an equal share)."""
-    import torch
+    """Join the launch (torchrun's environment and store), place the agents on its nodes
+    (:mod:`corl_vl.train.placement`; every process computes the same plan from the same gathered node names),
+    pin this process's GPU, join its agent's world, build the mpu and the baton of its GPU.
+    ``requests``: each agent's ``gpus`` (None: an equal share)."""
     import torch.distributed as dist
 
-    if not dist.is_initialized():
-        if backend == "auto":
-            backend = "nccl" if torch.cuda.is_available() else "gloo"
-        if backend == "nccl":
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group(backend=backend)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    node_ids: list[Any] = [None] * world
-    dist.all_gather_object(node_ids, node_id())
-    plan = place(requests, nodes_from_ranks(node_ids), tensor_parallel_size=tensor_parallel_size, names=names)
+    if dist.is_initialized():
+        raise CorlError(
+            "distributed: torch.distributed is already initialised; corl-vl creates each agent's own world "
+            "(launch `corl-vl train` with torchrun, or let it start its processes itself)"
+        )
+    store, rank, world = next(dist.rendezvous("env://"))
+    control = ControlPlane(dist.PrefixStore("corl_vl/cohort", store), rank, world)
+    nodes = nodes_from_ranks(control.all_gather(node_id(), "node names"))
+    plan = place(requests, nodes, tensor_parallel_size=tensor_parallel_size, names=names)
     plan.refuse_idle()
     groups = plan.groups
-    dp_groups = [dist.new_group(ranks) for ranks in groups]  # collective: every rank, same order
-    singles = [dist.new_group([r]) for r in range(world)]
     agent = next(i for i, ranks in enumerate(groups) if rank in ranks)
-    mpu = AgentMPU(dp_groups[agent], groups[agent], singles[rank], rank)
-    return DistContext(rank, world, groups, agent, dp_groups[agent], mpu, plan)
+    group_rank, group_size = groups[agent].index(rank), len(groups[agent])
+    slots = device_slots(nodes, node_gpu_count())
+    turns = None
+    if slots:
+        key, gpu = slots[rank]
+        pin_gpu(gpu)
+        members = [r for r in range(world) if slots[r][0] == key]
+        turns = DeviceTurns(dist.PrefixStore("corl_vl/devices", store), key, members, rank)
+    device = _join_agent_world(store, agent, group_rank, group_size, backend)
+    # what vLLM's external launcher and DeepSpeed read: the agent's world, not the cohort
+    os.environ.update(
+        CORL_VL_COHORT_RANK=str(rank),
+        CORL_VL_COHORT_SIZE=str(world),
+        RANK=str(group_rank),
+        WORLD_SIZE=str(group_size),
+    )
+    singles = [dist.new_group([r]) for r in range(group_size)]  # collective: every agent rank, same order
+    mpu = AgentMPU(dist.group.WORLD, list(range(group_size)), singles[group_rank], group_rank)
+    return DistContext(
+        rank, world, groups, agent, dist.group.WORLD, mpu, plan, control=control, turns=turns, device=device
+    )

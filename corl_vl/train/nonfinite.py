@@ -68,13 +68,10 @@ class NonFiniteStop(Callback):
             skipped = values.get("update/nonfinite", 0.0) > 0
             self.streaks[name] = self.streaks.get(name, 0) + 1 if skipped else 0
         reason = self.reason(run.step_index)
-        if self.dist is not None:
-            import torch.distributed
-
-            flag = torch.tensor([1.0 if reason else 0.0])
-            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
-            if flag.item() and reason is None:
-                reason = "non-finite training on another agent's ranks (its message names the agent)"
+        # a vote on the control plane: CPU data, never a tensor into NCCL (every process votes)
+        voted = self.dist is not None and self.dist.any_flag(reason is not None, "the non-finite vote")
+        if voted and reason is None:
+            reason = "non-finite training on another agent's ranks (its message names the agent)"
         if reason is not None:
             raise CorlError(reason)
 

@@ -142,7 +142,7 @@ def check_models_available(cfg: CohortConfig) -> None:
 def check_data(cfg: CohortConfig) -> list[Any]:
     """Load the training problems once and check what the step needs of them; returns them."""
     from corl_vl.rewards.combine import step_reward
-    from corl_vl.train.cohort import load_base_problems
+    from corl_vl.train.cohort_data import load_base_problems
 
     d = cfg.data
     problems = load_base_problems(cfg)
