@@ -1,9 +1,11 @@
 """One cohort run for tests/test_distributed.py: under ``torchrun`` (one agent per process, ZeRO-2) or as a
 plain process (the single-process reference). Not a test module itself (no ``test_`` prefix).
 
-Usage: ``python dist_worker.py OUT_DIR [--deepspeed JSON] [--max-steps N] [--save-every N] [--resume] [--gpus A,B]
-[--tp T] [--solo] [--engine hf|vllm]``
-(optionally under ``torchrun --nproc_per_node=2``; the JSON defaults to ZeRO-2, steps to 2). Writes the run to
+Usage: ``python dist_worker.py OUT_DIR [--deepspeed JSON|none] [--max-steps N] [--save-every N] [--resume]
+[--gpus A,B] [--tp T] [--solo] [--engine hf|vllm] [--backend NAME] [--turns-log FILE]``
+(optionally under ``torchrun --nproc_per_node=2``; the JSON defaults to ZeRO-2, ``none``: each agent's own Torch
+backend; steps to 2). ``--backend corl_vl_cuda_only`` builds each agent's world on a backend with NCCL's device rule
+(CUDA tensors only, gloo inside); ``--turns-log`` appends every turn a process takes on its (shared) GPU. Writes the run to
 ``OUT_DIR/run`` and, per rank, ``OUT_DIR/rank-<r>.json`` with what the test asserts on: which agent the rank
 held, the ids of the answers it received for every agent, the labels it computed, whether its parameters moved,
 and the token ids its engine sampled (per generate call, by problem id: the ranks of a TP group must agree).
@@ -71,6 +73,44 @@ class ForcedTexts:
         self.engine.wake()
 
 
+CUDA_ONLY = "corl_vl_cuda_only"
+
+
+def register_cuda_only_backend() -> None:
+    """A torch.distributed backend with NCCL's device rule: it serves CUDA tensors only, so any CPU tensor sent
+    into an agent's world fails as on a GPU node ("No backend type associated with device type cpu")."""
+    import torch.distributed as tdist
+
+    def create(store, rank, size, timeout):
+        return tdist.ProcessGroupGloo(store, rank, size, timeout)
+
+    tdist.Backend.register_backend(CUDA_ONLY, create, devices=["cuda"])
+
+
+def log_turns(path: Path) -> None:
+    """Append ``enter``/``exit`` lines (cohort rank, turn label) for every turn, under a file lock."""
+    import contextlib
+    import fcntl
+
+    from corl_vl.train.device_turns import DeviceTurns
+
+    inner = DeviceTurns.turn
+
+    def write(line: str) -> None:
+        with path.open("a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            f.write(line + "\n")
+
+    @contextlib.contextmanager
+    def turn(self, label):
+        with inner(self, label):
+            write(f"enter {self.members[self.position]} {label}")
+            yield
+            write(f"exit {self.members[self.position]} {label}")
+
+    DeviceTurns.turn = turn
+
+
 MODELS = ("tiny-qwen2.5", "tiny-llama3")  # agents "qwen" and "llama" (names kept whatever --models says)
 
 
@@ -111,7 +151,7 @@ def config(
             "output_dir": str(out / "run"),
             "seed": 0,
         },
-        "distributed": {"deepspeed": str(ds_config) if distributed else None},
+        "distributed": {"deepspeed": str(ds_config) if distributed and ds_config else None},
     }
     if solo:
         raw["agents"], raw["reward"] = raw["agents"][:1], {"name": "ttrl"}
@@ -137,6 +177,7 @@ def run_worker(
     tp: int = 1,
     solo: bool = False,
     engine: str = "auto",
+    backend: str | None = None,
 ) -> list[dict]:
     """Train; returns (and writes) one record per agent this process held."""
     import torch
@@ -176,6 +217,8 @@ def run_worker(
     cfg = config(
         out, distributed, ds_config, max_steps, save_every, models, problems_per_step, gpus, tp, solo, engine
     )
+    if backend is not None:  # past the config's check of backend names: a test backend
+        cfg.distributed.backend = backend
     train(cfg, resume=resume, progress=False, prepare=prepare)
     cohort = state["cohort"]
     records = []
@@ -219,7 +262,9 @@ if __name__ == "__main__":
     configure_logging("info")  # corl-vl's own lines (the placement plan) to stderr, as `corl-vl train` does
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
-    parser.add_argument("--deepspeed", type=Path, default=ZERO2)
+    parser.add_argument("--deepspeed", type=lambda v: None if v == "none" else Path(v), default=ZERO2)
+    parser.add_argument("--backend", help="each agent's torch.distributed backend (distributed.backend)")
+    parser.add_argument("--turns-log", type=Path, help="append each turn on the shared GPU to this file")
     parser.add_argument("--max-steps", type=int, default=2)
     parser.add_argument("--save-every", type=int, default=0)
     parser.add_argument("--resume", action="store_true")
@@ -233,6 +278,10 @@ if __name__ == "__main__":
     parser.add_argument("--engine", default="auto", help="rollout.engine: auto, hf or vllm")
     a = parser.parse_args()
     models = tuple(a.models.split(","))
+    if a.backend == CUDA_ONLY:
+        register_cuda_only_backend()
+    if a.turns_log:
+        log_turns(a.turns_log)
     run_worker(
         a.out,
         a.deepspeed,
@@ -245,4 +294,5 @@ if __name__ == "__main__":
         tp=a.tp,
         solo=a.solo,
         engine=a.engine,
+        backend=a.backend,
     )

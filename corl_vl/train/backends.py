@@ -123,6 +123,10 @@ class TrainingBackend(Protocol):
     def save(self, folder: Path) -> None: ...
     def load(self, folder: Path) -> None: ...
 
+    @property
+    def loads_weights(self) -> bool:
+        """Whether :meth:`load` restores the weights too (else the checkpoint's model folder does)."""
+
 
 _WARNINGS_LOCK = threading.Lock()  # catch_warnings swaps process-wide filters: agents step in threads
 
@@ -145,6 +149,8 @@ class TorchBackend:
     ``master_weights=None`` decides by the parameters' dtype (``True``: fp32 copies even of fp32 weights);
     ``False`` steps the parameters themselves with torch's AdamW (DeepSpeed keeps its own masters).
     """
+
+    loads_weights = False  # a checkpoint's model folder holds its weights
 
     def __init__(
         self,
@@ -266,6 +272,8 @@ class DeepSpeedBackend:
     The scheduler stays ours: it sets ``lr`` on the same param-group dicts DeepSpeed's ZeRO optimizer keeps, so
     the schedule is identical to the single-process run's. DeepSpeed clips (``gradient_clipping``).
     """
+
+    loads_weights = True  # its checkpoint holds the ZeRO partitions of the weights
 
     def __init__(self, base: TorchBackend, ds_config: dict[str, Any], mpu: Any, dp_group: Any) -> None:
         if isinstance(base.optimizer, MasterAdamW):

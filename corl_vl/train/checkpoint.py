@@ -207,6 +207,16 @@ def _load_weights(agent: Any, folder: Path) -> None:
         raise CorlError(f"{folder}: weights do not match agent {agent.name} (missing {missing[:3]})")
 
 
+def _load_agent_weights(agent: Any, path: Path, meta: dict[str, Any]) -> None:
+    """Weights from the agent's HF folder, or only its LoRA adapters (the base is the config's, never trained)."""
+    if has_lora(agent.model):
+        load_adapters(
+            agent.model, agent_state_folder(path, agent.name, meta.get("format", 1)) / ADAPTER_FOLDER
+        )
+    else:
+        _load_weights(agent, path / agent.name)
+
+
 def _state_file(folder: Path, name: str) -> Path:
     """The file a state was read from, for messages (``.json``, or an older checkpoint's ``.pt``)."""
     return folder / f"{name}.json" if has_state(folder, name) else folder / f"{name}.pt"
@@ -253,11 +263,7 @@ def load_checkpoint(path: str | Path, cohort: Any, *, allow_unsafe: bool = False
     state = _read_state(path, "cohort_state", allow_unsafe)
     _check_cohort_state(path, meta, state, rng=True)
     for agent in cohort.agents:
-        if has_lora(agent.model):  # the base is the config's model, never trained: only the adapters load
-            folder = agent_state_folder(path, agent.name, meta.get("format", 1))
-            load_adapters(agent.model, folder / ADAPTER_FOLDER)
-        else:
-            _load_weights(agent, path / agent.name)
+        _load_agent_weights(agent, path, meta)
         _restore_agent_state(path, meta, agent, allow_unsafe)
         agent.sync()
     file = _state_file(path, "cohort_state")
@@ -305,6 +311,8 @@ def _save_distributed(run_dir: Path, cohort: Any) -> Path:
                 state = agent_state_folder(tmp, agent.name, FORMAT)
                 state.mkdir(parents=True, exist_ok=True)
                 save_state(agent.state_dict(), state, "trainer_state")
+                if has_lora(agent.model):  # what a resume loads: the folder above holds the merged weights
+                    save_adapters(agent.model, state / ADAPTER_FOLDER)
         agent.backend.save(agent_state_folder(tmp, agent.name, FORMAT) / "deepspeed")
     (tmp / "rng").mkdir(exist_ok=True)
     save_state(_rng_state(), tmp / "rng", f"rank-{dist.rank}")
@@ -357,6 +365,8 @@ def _load_distributed(path: Path, meta: dict[str, Any], cohort: Any, allow_unsaf
     _check_cohort_state(path, meta, state, rng=False)  # each rank's RNG state is in rng/
     for agent in cohort.agents:
         agent.backend.load(folders[agent.name] / "deepspeed")  # weights and ZeRO optimizer partitions
+        if not agent.backend.loads_weights:  # an agent alone in its world trains with the Torch backend
+            _load_agent_weights(agent, path, meta)
         _restore_agent_state(path, meta, agent, allow_unsafe)
         agent.sync()
     _restore(_state_file(path, "cohort_state"), cohort.load_state_dict, state["cohort"])
