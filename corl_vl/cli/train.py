@@ -9,10 +9,12 @@ Examples::
     torchrun --nproc_per_node=2 -m corl_vl train --config configs/demo.yaml \
         --set distributed.deepspeed=configs/deepspeed/zero2.json     # one process (a ZeRO-2 engine) per agent
 
-A launch with more than one process (``WORLD_SIZE`` > 1) places the agents on disjoint rank groups
-(:mod:`corl_vl.train.distributed`); one plain process runs every agent in turn. Started without a launcher on
-a node with several GPUs and ``distributed.deepspeed`` set, it starts its own processes through torch's
-launcher (``corl_vl.cli.launch.self_launch_processes``); ``corl-vl launch`` prints multi-node commands. The work itself is
+On GPUs every agent runs in its own process(es) and its own ``torch.distributed`` world, the agents meeting on a
+CPU control plane (:mod:`corl_vl.train.distributed`, docs/gpu.md): started without a launcher on a node with
+GPUs, ``corl-vl train`` starts one process per agent (or per GPU of each agent's block with
+``distributed.deepspeed``) through torch's launcher (``corl_vl.cli.launch.self_launch_processes``); agents that
+share a GPU take turns. ``corl-vl launch`` prints the multi-node commands. On the CPU one plain process runs
+every agent in turn. The work itself is
 :func:`corl_vl.recipe.train`, the one recipe behind every entry point.
 """
 
