@@ -67,8 +67,8 @@ class ForcedTexts:
     def sleep(self):
         self.engine.sleep()
 
-    def wake(self):
-        self.engine.wake()
+    def wake(self, tags=None):
+        self.engine.wake(tags)
 
 
 MODELS = ("tiny-qwen2.5", "tiny-llama3")  # agents "qwen" and "llama" (names kept whatever --models says)
