@@ -18,12 +18,13 @@ GPU passes on CPU. :class:`StrictLLM` enforces the GPU rules of vLLM 0.32 on the
    weights, level 2 none (the weights are garbage after the next wake until a reload). A second sleep is a
    no-op (``v1/executor/abstract.py`` l. 382-385).
 4. ``wake_up(tags)`` — ``cumem.py`` ``wake_up`` (l. 331-351): maps back only the tags named (``None``: all),
-   which must fit in the free memory; a tag already awake is a no-op (``abstract.py`` l. 394-404). The engine
+   which must fit in the free memory; naming a tag that is awake wakes nothing (``abstract.py`` l. 394-404). The engine
    core resumes scheduling only once everything is awake (``v1/engine/core.py`` l. 997-1019): generating while
    any part sleeps raises here (on GPU the request would never be scheduled).
 5. ``collective_rpc("reload_weights")`` needs the weights awake (else it writes unmapped memory) and, with sleep
-   mode on, the KV cache asleep: vLLM's RLHF recipe wakes ``["weights"]``, reloads, then wakes ``["kv_cache"]``,
-   so the sync's temporary memory never meets the KV cache. Without sleep mode there is no other order.
+   mode on, the KV cache asleep: vLLM's own restore after a level-2 sleep (``vllm/snapshot/server.py``
+   ``_restore_reloadable_state``, l. 97-101) wakes ``["weights"]``, reloads, then wakes ``["kv_cache"]``, so the
+   sync's temporary memory never meets the KV cache. Without sleep mode there is no other order.
 
 Use :func:`install` (patches ``vllm.LLM`` and makes :class:`VLLMEngine` take the GPU path), or build
 :class:`StrictLLM` directly. ``python strict_vllm.py hold MODEL UTILIZATION`` holds an awake engine in another process.
@@ -152,8 +153,10 @@ class StrictLLM:
         self.weights_valid = self.weights_valid and level == 1
 
     def wake_up(self, tags: list[str] | None = None) -> bool:
-        waking = self.asleep if tags is None else self.asleep & set(tags)
         self.events.append("wake" if tags is None else "wake:" + ",".join(tags))
+        if tags and not set(tags) <= self.asleep:  # vLLM wakes nothing then (abstract.py l. 396-403)
+            return not self.asleep
+        waking = self.asleep if tags is None else set(tags)
         with _ledger(*self.ledger) as entries:
             need = sum(self.sizes[t] for t in waking)
             if free_memory(entries) < need:
