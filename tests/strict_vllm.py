@@ -217,16 +217,22 @@ _REAL_LLM: dict[str, Any] = {}  # vllm.LLM as it was before install() replaced i
 
 
 def install(monkeypatch: Any, ledger: Path, device: str = "gpu0") -> None:
-    """Make ``VLLMEngine`` build a :class:`StrictLLM` and take its GPU path (sleep, gpu_memory_utilization)."""
+    """Make ``VLLMEngine`` build a :class:`StrictLLM` and take its GPU path (sleep, gpu_memory_utilization).
+
+    ``monkeypatch``: pytest's, undone after the test; ``None`` in a worker process started for one test (each
+    process on the device names the same ``ledger`` and ``device``).
+    """
+    import pytest
     import vllm
 
     from corl_vl.rollout import vllm_engine
 
+    patch = monkeypatch or pytest.MonkeyPatch()
     _REAL_LLM.setdefault("LLM", vllm.LLM)
-    monkeypatch.setenv("STRICT_VLLM_LEDGER", str(ledger))
-    monkeypatch.setenv("STRICT_VLLM_DEVICE", device)
-    monkeypatch.setattr(vllm, "LLM", StrictLLM)
-    monkeypatch.setattr(vllm_engine, "on_accelerator", lambda: True)
+    patch.setenv("STRICT_VLLM_LEDGER", str(ledger))
+    patch.setenv("STRICT_VLLM_DEVICE", device)
+    patch.setattr(vllm, "LLM", StrictLLM)
+    patch.setattr(vllm_engine, "on_accelerator", lambda: True)
 
 
 def hold(model: str, utilization: float) -> None:

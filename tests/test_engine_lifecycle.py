@@ -123,6 +123,22 @@ def test_the_hf_engine_takes_and_ignores_wake_tags():
 
 
 @pytest.mark.vllm
+def test_a_second_vllm_engine_in_one_process_fails_at_start_up(tmp_path, monkeypatch):
+    """What check_one_vllm_engine_per_process prevents, before any model loads, in a one-process cohort."""
+    from corl_vl.rollout.vllm_engine import VLLMEngine
+
+    install(monkeypatch, tmp_path / "ledger")
+    adapter = create_adapter("tiny-qwen2.5")
+    first = VLLMEngine(adapter, max_model_len=256, gpu_memory_utilization=0.3)  # no model loaded yet
+    try:
+        with pytest.raises(RuntimeError, match="one per process"):
+            VLLMEngine(adapter, max_model_len=256, gpu_memory_utilization=0.3)
+    finally:
+        first.close()
+        first.llm.shutdown()
+
+
+@pytest.mark.vllm
 def test_the_agent_wakes_weights_syncs_then_wakes_the_kv_cache(tmp_path, monkeypatch):
     """Built, put to sleep at once (the next agent's engine needs the device), then two rollouts around an
     update: every sync goes into awake weights beside a sleeping KV cache, and samples the trainer's weights."""
