@@ -69,8 +69,8 @@ class ForcedTexts:
     def sleep(self):
         self.engine.sleep()
 
-    def wake(self):
-        self.engine.wake()
+    def wake(self, tags=None):
+        self.engine.wake(tags)
 
 
 CUDA_ONLY = "corl_vl_cuda_only"

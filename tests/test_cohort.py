@@ -51,8 +51,8 @@ class ForcedTexts:
     def sleep(self):
         self.engine.sleep()
 
-    def wake(self):
-        self.engine.wake()
+    def wake(self, tags=None):
+        self.engine.wake(tags)
 
 
 def boxed(*values):

@@ -30,8 +30,8 @@ class PerDraw:
     def sleep(self):
         self.engine.sleep()
 
-    def wake(self):
-        self.engine.wake()
+    def wake(self, tags=None):
+        self.engine.wake(tags)
 
 
 UNANIMOUS, SPLIT = (1, 1, 1, 1), (3, 5, 5, 5)

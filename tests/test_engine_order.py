@@ -35,7 +35,9 @@ class RecordingEngine:
         return super().generate(problems, **kwargs)
 
     def sync_weights(self, model):
-        assert not self.asleep, "weights synced into a sleeping engine"
+        assert self.calls[-1] == "wake:weights", (
+            "weights synced into a sleeping engine, or beside its KV cache"
+        )
         self.calls.append("sync")
         super().sync_weights(model)
 
@@ -44,10 +46,10 @@ class RecordingEngine:
         self.calls.append("sleep")
         self.asleep = True
 
-    def wake(self):
-        super().wake()
-        self.calls.append("wake")
-        self.asleep = False
+    def wake(self, tags=None):
+        super().wake(tags)
+        self.calls.append("wake" if tags is None else "wake:" + ",".join(tags))
+        self.asleep = tags == ["weights"]  # the KV cache still sleeps: no generate yet
 
 
 class RecordingHF(RecordingEngine, HFEngine):
@@ -79,7 +81,8 @@ def _cohort(cfg, adapter, model, engine) -> Cohort:
     return Cohort(cfg, [agent], base)
 
 
-EXPECTED = ["wake", "generate", "sleep", "wake", "sync", "generate", "sleep"]
+SYNCED = ["wake:weights", "sync", "wake:kv_cache"]  # the KV cache wakes after the sync
+EXPECTED = ["wake", "generate", "sleep", *SYNCED, "generate", "sleep"]
 
 
 def test_hf_engine_is_synced_only_when_awake_and_before_the_next_rollout():
@@ -134,7 +137,7 @@ def test_an_engine_that_dropped_its_weights_is_synced_on_wake_even_without_an_up
     first = agent.rollout(ids, seed=3)[1]
     agent.release_engine()
     again = agent.rollout(ids, seed=3)[1]
-    assert engine.calls == ["wake", "generate", "sleep", "wake", "sync", "generate"]
+    assert engine.calls == ["wake", "generate", "sleep", *SYNCED, "generate"]
     assert [c.ids for r in again for c in r.completions] == [c.ids for r in first for c in r.completions]
 
 

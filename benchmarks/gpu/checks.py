@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-EXPECTED_CALLS = ["wake", "generate", "sleep", "wake", "sync", "generate", "sleep"]
+SYNCED = ["wake:weights", "sync", "wake:kv_cache"]  # Agent.prepare_engine after an update
+EXPECTED_CALLS = ["wake", "generate", "sleep", *SYNCED, "generate", "sleep"]
 
 
 def _recording_vllm() -> type:
@@ -34,7 +35,7 @@ def _recording_vllm() -> type:
             super().__init__(*args, **kwargs)
             self.calls: list[str] = []
             self.violations: list[str] = []
-            self.asleep = False
+            self.asleep: set[str] = set()  # the memory tags asleep
 
         def generate(self, problems: Any, **kwargs: Any) -> Any:
             if self.asleep:
@@ -43,20 +44,22 @@ def _recording_vllm() -> type:
             return super().generate(problems, **kwargs)
 
         def sync_weights(self, model: Any) -> None:
-            if self.asleep:
+            if "weights" in self.asleep:
                 self.violations.append("sync while asleep")
+            elif self.sleep_between_phases and "kv_cache" not in self.asleep:
+                self.violations.append("sync with the KV cache awake")
             self.calls.append("sync")
             super().sync_weights(model)
 
         def sleep(self) -> None:
             super().sleep()
             self.calls.append("sleep")
-            self.asleep = True
+            self.asleep = {"weights", "kv_cache"}
 
-        def wake(self) -> None:
-            super().wake()
-            self.calls.append("wake")
-            self.asleep = False
+        def wake(self, tags: Any = None) -> None:
+            super().wake(tags)
+            self.calls.append("wake" if tags is None else "wake:" + ",".join(tags))
+            self.asleep = set() if tags is None else self.asleep - set(tags)
 
     return RecordingVLLM
 
@@ -129,7 +132,7 @@ def sync_order(
         del engine
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-    expected = EXPECTED_CALLS + ["wake", "sync", "generate", "sleep"] * (steps - 2)
+    expected = EXPECTED_CALLS + [*SYNCED, "generate", "sleep"] * (steps - 2)
     last = history[-1]["solo"]  # the first step carries warm-up costs
     tokens = last["length/mean"] * len(comps)  # completions per step: problems_per_step × k
     parity = max(gaps, default=0.0)

@@ -90,8 +90,8 @@ class ForcedAnswers:
     def sleep(self) -> None:
         self.engine.sleep()
 
-    def wake(self) -> None:
-        self.engine.wake()
+    def wake(self, tags: Any = None) -> None:
+        self.engine.wake(tags)
 
 
 def corl_arm(family: str, n: int, parallel: bool, args: argparse.Namespace) -> Any:

@@ -7,7 +7,7 @@ A new engine is one factory in the table (``rollout.engine`` is validated agains
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from corl_vl.errors import CorlError
@@ -18,6 +18,7 @@ __all__ = [
     "Completion",
     "Rollout",
     "RolloutEngine",
+    "check_one_vllm_engine_per_process",
     "create_engine",
     "cut_at_stop",
     "parameter_count",
@@ -71,3 +72,19 @@ def resolve_engine(kind: str, model: Any, *, vllm_min_params: int) -> tuple[str,
     if importlib.util.find_spec("vllm") is None:
         return "hf", f"auto: {size}, but vLLM is not installed (pip install 'corl-vl[gpu]' or '[cpu]')"
     return "vllm", f"auto: {size} ≥ rollout.vllm_min_params = {vllm_min_params / 1e6:g} M"
+
+
+def check_one_vllm_engine_per_process(kinds: Mapping[str, str], device_type: str) -> None:
+    """Refuse, before any model loads, a process that would hold two vLLM engines on a GPU.
+
+    ``kinds``: agent name → the engine it will use (``"vllm"``/``"hf"``, resolved) for the agents of *this*
+    process; ``device_type``: its torch device type. Why: vLLM's sleep allocator (``CuMemAllocator``) is one per
+    process and every engine's sleep walks all its allocations, so one agent's sleep would free the other's
+    weights and KV cache (and an awake engine leaves the next too little free memory to start).
+    """
+    users = [name for name, kind in kinds.items() if kind == "vllm"]
+    if device_type == "cuda" and len(users) > 1:
+        raise CorlError(
+            f"agents {users[0]} and {users[1]} both use vLLM in one process: vLLM's sleep allocator is one per "
+            "process; launch one process per agent (the default on GPUs), or set rollout.engine: hf"
+        )

@@ -98,7 +98,8 @@ class RolloutEngine(Protocol):
         ...
 
     def sync_weights(self, model: Any) -> None:
-        """Make the engine sample from ``model``'s current weights; only ever called on an awake engine.
+        """Make the engine sample from ``model``'s current weights; called with its weights awake and its KV
+        cache asleep (the agent wakes ``["weights"]``, syncs, then wakes ``["kv_cache"]``).
 
         The agent alone drives sleep / wake / sync, in that order (:meth:`corl_vl.train.agent.Agent.prepare_engine`).
         """
@@ -108,8 +109,13 @@ class RolloutEngine(Protocol):
         """Release accelerator memory during the update phase (no-op where unsupported)."""
         ...
 
-    def wake(self) -> None:
-        """Undo :meth:`sleep` before the next rollout (and before a weight sync)."""
+    def wake(self, tags: Sequence[str] | None = None) -> None:
+        """Undo :meth:`sleep` before the next rollout; ``tags`` wakes only those parts of its memory.
+
+        ``None``: everything. ``["weights"]`` then ``["kv_cache"]``: the agent syncs in between, so the sync's
+        temporary memory never meets the KV cache on the device (vLLM's tags; an engine without such parts
+        treats any call as a full wake).
+        """
         ...
 
 

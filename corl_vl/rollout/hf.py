@@ -204,5 +204,5 @@ class HFEngine:
     def sleep(self) -> None:
         """Nothing to release: HF generate holds no memory between calls."""
 
-    def wake(self) -> None:
-        """See :meth:`sleep`."""
+    def wake(self, tags: Sequence[str] | None = None) -> None:
+        """See :meth:`sleep`; ``tags`` (parts of an engine's memory) mean nothing here."""

@@ -12,10 +12,13 @@ Why these settings (docs/reference.md#runtime-behaviour-the-trainer-relies-on):
   written by *this* rank (transformers writes on global rank 0 only once torch.distributed is up, which left
   every other rank reloading stale files). Then prefix-cache and encoder-cache resets (else stale KV /
   "Encoder cache miss" for VLMs).
-- a sync into a sleeping engine is refused: sleep level 1 moves the weights to a CPU backup and frees their
+- a sync into sleeping weights is refused: sleep level 1 moves the weights to a CPU backup and frees their
   GPU memory, so a reload would write into freed memory and ``wake_up`` would restore the stale backup. The
-  agent (:meth:`corl_vl.train.agent.Agent.prepare_engine`) wakes first, then syncs. Level 2 (the trainer's
+  agent (:meth:`corl_vl.train.agent.Agent.prepare_engine`) wakes the weights (``wake_up(tags=["weights"])``),
+  syncs, then wakes the KV cache: the sync's temporary memory never meets the KV cache. Level 2 (the trainer's
   choice, :mod:`corl_vl.rollout.sizing`) keeps no backup: after it the engine ``needs_weights`` until a sync.
+- one engine per process on GPU: vLLM's sleep allocator (``CuMemAllocator``) is a process-wide singleton, and
+  one engine's sleep would free every engine's memory (:func:`corl_vl.rollout.check_one_vllm_engine_per_process`).
 - sized to the job (:mod:`corl_vl.rollout.sizing`): ``max_model_len``, ``limit_mm_per_prompt``, and seeds
   that include the rank's stream; ``weight_checksum`` checks each sync (:mod:`corl_vl.rollout.weight_checksum`).
 - under ``torchrun`` (WORLD_SIZE > 1) each rank holds its own in-process engine: vLLM's ``external_launcher``
@@ -94,6 +97,13 @@ def engine_kwargs(
         kwargs["tensor_parallel_size"] = tensor_parallel_size
     kwargs.update(engine_args or {})
     return kwargs
+
+
+def on_accelerator() -> bool:
+    """Whether vLLM builds its engine on a GPU (a test of the GPU life-cycle on CPU replaces this)."""
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def request_seeds(seed: int, n_problems: int, k: int, stream: tuple[int, int] = (0, 1)) -> list[int]:
@@ -193,15 +203,13 @@ class VLLMEngine:
         weight_checksum: bool = False,
         **_: Any,
     ) -> None:
-        import torch
-
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         os.environ.setdefault("TMPDIR", str(cache_dir() / "tmp"))
         Path(os.environ["TMPDIR"]).mkdir(parents=True, exist_ok=True)
         from vllm import LLM
 
         self.adapter = adapter
-        self.on_gpu = torch.cuda.is_available()
+        self.on_gpu = on_accelerator()
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         kwargs = engine_kwargs(
             adapter,
@@ -224,7 +232,7 @@ class VLLMEngine:
         # in-memory sync needs the engine core in this process (no multiprocessing, or external_launcher)
         self.in_process = os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" or world_size > 1
         self.llm = LLM(**kwargs)
-        self._asleep = False
+        self._asleep: set[str] = set()  # vLLM's sleeping memory tags: weights, kv_cache
         self._failed: str | None = None  # the error that left vLLM's engine with half-run requests
         self._sync_dir = Path(tempfile.mkdtemp(prefix="vllm-sync-", dir=cache_dir()))
         self._dump_path = cache_dir() / "logs" / f"vllm-engine-errors-{os.getpid()}.log"
@@ -279,9 +287,11 @@ class VLLMEngine:
     ) -> list[Rollout]:
         from vllm import SamplingParams
 
-        if self.needs_weights:
+        if self.needs_weights or self._asleep:
             raise CorlError(
                 "vLLM engine: no weights loaded (dummy start or a level-2 sleep); sync them first"
+                if self.needs_weights
+                else f"vLLM engine: generate while its {' and '.join(sorted(self._asleep))} sleep; wake it first"
             )
         stop_ids = self.adapter.stop_token_ids
         if prompts is None:  # stand-alone use (evaluation): render here, once
@@ -331,9 +341,9 @@ class VLLMEngine:
         In memory when the engine core is in this process; else via this engine's sync folder, which lives as
         long as the engine (vLLM re-reads processor files from the last weights path).
         """
-        if self._asleep:
+        if "weights" in self._asleep:
             raise CorlError(
-                "vLLM engine: weight sync while asleep (its weights are offloaded); wake it first"
+                "vLLM engine: weight sync while asleep (its weights are offloaded); wake its weights first"
             )
         with self._inside_vllm("syncing weights"):
             if not self.on_gpu:
@@ -377,10 +387,12 @@ class VLLMEngine:
     def sleep(self) -> None:
         if self.sleep_between_phases and not self._asleep:
             self.llm.sleep(level=self.sleep_level)
-            self._asleep = True
+            self._asleep = {"weights", "kv_cache"}
             self.needs_weights = self.sleep_level >= 2
 
-    def wake(self) -> None:
-        if self._asleep:
-            self.llm.wake_up()
-            self._asleep = False
+    def wake(self, tags: Sequence[str] | None = None) -> None:
+        """Wake ``tags`` (vLLM's: ``weights``, ``kv_cache``; ``None``: all) of what sleeps."""
+        waking = self._asleep if tags is None else self._asleep & set(tags)
+        if waking:
+            self.llm.wake_up(tags=None if tags is None else sorted(waking))
+            self._asleep = self._asleep - waking

@@ -328,25 +328,37 @@ class Agent:
 
     # ------------------------------------------------------------------ rollout engine: sleep / wake / sync
     # The only code that calls the engine's sleep, wake and sync_weights, so their order is fixed here: weights
-    # are synced only into an awake engine. vLLM's sleep moves its weights to a CPU backup and frees their GPU
-    # memory; a reload while asleep writes freed memory, and wake_up would restore the stale backup over it.
+    # are synced only into awake weights, with the KV cache asleep. vLLM's sleep frees the weights' GPU memory
+    # (a reload then writes freed memory); waking the KV cache after the sync keeps it off the sync's peak.
     def prepare_engine(self) -> RolloutEngine:
-        """Wake the engine and bring it up to the trainer's weights; returns it, ready to generate."""
+        """Wake the engine and bring it up to the trainer's weights; returns it, ready to generate.
+
+        With a sync due: weights awake, sync, then the KV cache (an awake engine sleeps first, so the sync
+        never meets its KV cache); otherwise one full wake.
+        """
+        if not (self._engine_stale or getattr(self.engine, "needs_weights", False)):  # level 2 drops them
+            with engine_errors(self.name):
+                self.engine.wake()
+            self._engine_asleep = False
+            return self.engine
+        t0 = time.perf_counter()
         with engine_errors(self.name):
-            self.engine.wake()
-        self._engine_asleep = False
-        if self._engine_stale or getattr(self.engine, "needs_weights", False):  # level-2 sleep drops them
-            t0 = time.perf_counter()
+            if not self._engine_asleep:
+                self.engine.sleep()
+            self.engine.wake(tags=["weights"])
             # whole weights: under ZeRO-3 the module holds only partitions, which an engine that copies
             # them (vLLM) would take for empty tensors
-            with engine_errors(self.name), self.backend.full_weights():
+            with self.backend.full_weights():
                 self.engine.sync_weights(self.model)
-            self._engine_stale = False
-            self.sync_seconds += time.perf_counter() - t0
+            self.engine.wake(tags=["kv_cache"])
+        self._engine_asleep = self._engine_stale = False
+        self.sync_seconds += time.perf_counter() - t0
         return self.engine
 
     def release_engine(self) -> None:
-        """Let the engine free accelerator memory while the trainer scores and updates."""
+        """Let the engine free accelerator memory while the trainer scores and updates; also right after the
+        engine is built, when the next agent's engine needs the device (after a level-2 sleep the engine
+        ``needs_weights``: the next :meth:`prepare_engine` syncs them)."""
         self.engine.sleep()
         self._engine_asleep = True
 
