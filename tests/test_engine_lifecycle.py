@@ -171,3 +171,24 @@ def test_the_agent_wakes_weights_syncs_then_wakes_the_kv_cache(tmp_path, monkeyp
     finally:
         engine.close()
         engine.llm.shutdown()
+
+
+def test_a_one_process_cohort_on_a_gpu_with_two_vllm_agents_is_refused_before_any_model_loads(monkeypatch):
+    from corl_vl.rollout import planned_engine
+    from corl_vl.train.cohort import Cohort
+
+    cfg = config_from_dict(
+        {
+            "agents": [{"name": "a", "model": "tiny-qwen2.5"}, {"name": "b", "model": "tiny-llama3"}],
+            "data": {"limit": 4, "problems_per_step": 2},
+            "rollout": {"engine": "vllm"},
+        }
+    )
+    monkeypatch.setattr("model_adapters.base.ModelAdapter.load_model", lambda *a, **k: pytest.fail("loaded"))
+    with pytest.raises(CorlError, match="agents a and b both use vLLM in one process"):
+        Cohort.from_config(cfg, device="cuda:0")  # refused before anything touches the (absent) GPU
+    adapter = create_adapter("tiny-qwen2.5")
+    assert (
+        planned_engine("auto", adapter, vllm_min_params=10**9) == "hf"
+    )  # auto decided from the config's size
+    assert planned_engine("hf", adapter, vllm_min_params=0) == "hf"

@@ -74,6 +74,20 @@ def resolve_engine(kind: str, model: Any, *, vllm_min_params: int) -> tuple[str,
     return "vllm", f"auto: {size} ≥ rollout.vllm_min_params = {vllm_min_params / 1e6:g} M"
 
 
+def planned_engine(kind: str, adapter: Any, *, vllm_min_params: int) -> str:
+    """:func:`resolve_engine`'s choice before the model loads, from the parameter count its config gives
+    (``adapter.memory_facts``); ``"unknown"`` when the family cannot say (the choice is then made at build)."""
+    if kind != "auto":
+        return kind
+    try:
+        params = adapter.memory_facts().parameters
+    except Exception:  # a plug-in family without memory facts: decided once its model is loaded
+        return "unknown"
+    if params < vllm_min_params or importlib.util.find_spec("vllm") is None:
+        return "hf"
+    return "vllm"
+
+
 def check_one_vllm_engine_per_process(kinds: Mapping[str, str], device_type: str) -> None:
     """Refuse, before any model loads, a process that would hold two vLLM engines on a GPU.
 

@@ -33,6 +33,7 @@ from corl_vl.rewards.co_rewarding import twins_of, with_twins
 from corl_vl.rewards.combine import step_reward
 from corl_vl.rewards.registry import RewardInputs, get_reward
 from corl_vl.rewards.topology import Topology, from_config
+from corl_vl.rollout import check_one_vllm_engine_per_process, planned_engine
 from corl_vl.train import dynamic, subsets
 from corl_vl.train.agent import Agent, Batch
 from corl_vl.train.backends import launch_backend
@@ -94,6 +95,19 @@ class AgentStep:
     labels: dict[str, str | None] = field(default_factory=dict)
     scored: Any = None  # no-grad CompletionLogprobs of every completion
     advantages: list[float] = field(default_factory=list)  # per trained completion, group-major
+
+
+def refuse_two_vllm_engines(cfg: CohortConfig, adapters: dict[int, Any], homes: dict[int, Any]) -> None:
+    """Before any model loads: one process on a GPU holds at most one vLLM engine (its sleep allocator is one per
+    process, so one agent's sleep would free the other's memory). ``homes``: each agent index's device."""
+    if not any(str(home).startswith("cuda") for home in homes.values()):
+        return
+    rollout = cfg.rollout
+    planned = {
+        cfg.agents[i].name: planned_engine(rollout.engine, adapter, vllm_min_params=rollout.vllm_min_params)
+        for i, adapter in adapters.items()
+    }
+    check_one_vllm_engine_per_process(planned, "cuda")
 
 
 def rollout_seed(seed: int, step: int, agent_index: int, draw: int = 0) -> int:
@@ -181,15 +195,20 @@ class Cohort:
             raise CorlError("data.max_prompt_tokens runs in one process; drop torchrun or the bound")
         agents, offloads = [], {}
         indices = [dist.agent_index] if dist is not None else range(len(cfg.agents))
-        for index in indices:
-            agent_cfg = cfg.agents[index]
-            adapter = create_adapter(
-                agent_cfg.model, adapter=agent_cfg.adapter, **agent_cfg.adapter_options()
+        adapters = {
+            i: create_adapter(
+                cfg.agents[i].model, adapter=cfg.agents[i].adapter, **cfg.agents[i].adapter_options()
             )
+            for i in indices
+        }
+        homes = {i: placement.home(i) if placement is not None else device for i in indices}
+        refuse_two_vllm_engines(cfg, adapters, homes)
+        for index in indices:
+            agent_cfg, adapter = cfg.agents[index], adapters[index]
             view = agent_view(base, cfg, agent_cfg.data_view, text_only=not adapter.supports_images)
             if get_reward(cfg.reward.name).paired_views:  # the original view, plus the rephrase as twins
                 view = paired_views(base, cfg, agent_cfg, text_only=not adapter.supports_images)
-            on = placement.home(index) if placement is not None else device
+            on = homes[index]
             # on a shared GPU a process builds in its turn: vLLM refuses to start beside an awake engine
             with process_turn(dist, "build"):
                 agent = Agent.from_config(agent_cfg, cfg, view, device=on, adapter=adapter)
