@@ -2,10 +2,11 @@
 plain process (the single-process reference). Not a test module itself (no ``test_`` prefix).
 
 Usage: ``python dist_worker.py OUT_DIR [--deepspeed JSON|none] [--max-steps N] [--save-every N] [--resume]
-[--gpus A,B] [--tp T] [--solo] [--engine hf|vllm] [--backend NAME] [--turns-log FILE]``
+[--gpus A,B] [--tp T] [--solo] [--engine hf|vllm] [--backend NAME] [--turns-log FILE] [--strict-vllm DIR]``
 (optionally under ``torchrun --nproc_per_node=2``; the JSON defaults to ZeRO-2, ``none``: each agent's own Torch
 backend; steps to 2). ``--backend corl_vl_cuda_only`` builds each agent's world on a backend with NCCL's device rule
-(CUDA tensors only, gloo inside); ``--turns-log`` appends every turn a process takes on its (shared) GPU. Writes the run to
+(CUDA tensors only, gloo inside); ``--turns-log`` appends every turn a process takes on its (shared) GPU;
+``--strict-vllm`` makes every vLLM engine follow vLLM's GPU life-cycle rules (tests/strict_vllm.py). Writes the run to
 ``OUT_DIR/run`` and, per rank, ``OUT_DIR/rank-<r>.json`` with what the test asserts on: which agent the rank
 held, the ids of the answers it received for every agent, the labels it computed, whether its parameters moved,
 and the token ids its engine sampled (per generate call, by problem id: the ranks of a TP group must agree).
@@ -178,6 +179,7 @@ def run_worker(
     solo: bool = False,
     engine: str = "auto",
     backend: str | None = None,
+    utilization: float | None = None,
 ) -> list[dict]:
     """Train; returns (and writes) one record per agent this process held."""
     import torch
@@ -219,6 +221,8 @@ def run_worker(
     )
     if backend is not None:  # past the config's check of backend names: a test backend
         cfg.distributed.backend = backend
+    if utilization is not None:
+        cfg.rollout.gpu_memory_utilization = utilization
     train(cfg, resume=resume, progress=False, prepare=prepare)
     cohort = state["cohort"]
     records = []
@@ -265,6 +269,10 @@ if __name__ == "__main__":
     parser.add_argument("--deepspeed", type=lambda v: None if v == "none" else Path(v), default=ZERO2)
     parser.add_argument("--backend", help="each agent's torch.distributed backend (distributed.backend)")
     parser.add_argument("--turns-log", type=Path, help="append each turn on the shared GPU to this file")
+    parser.add_argument(
+        "--strict-vllm", type=Path, help="vLLM's GPU life-cycle rules (strict_vllm), this ledger"
+    )
+    parser.add_argument("--gpu-memory-utilization", type=float, help="rollout.gpu_memory_utilization")
     parser.add_argument("--max-steps", type=int, default=2)
     parser.add_argument("--save-every", type=int, default=0)
     parser.add_argument("--resume", action="store_true")
@@ -282,6 +290,10 @@ if __name__ == "__main__":
         register_cuda_only_backend()
     if a.turns_log:
         log_turns(a.turns_log)
+    if a.strict_vllm:
+        from strict_vllm import install
+
+        install(None, a.strict_vllm)
     run_worker(
         a.out,
         a.deepspeed,
@@ -295,4 +307,5 @@ if __name__ == "__main__":
         solo=a.solo,
         engine=a.engine,
         backend=a.backend,
+        utilization=a.gpu_memory_utilization,
     )

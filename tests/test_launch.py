@@ -153,6 +153,9 @@ def test_train_starts_one_process_per_agent_on_gpus_and_one_per_gpu_of_each_bloc
     cfg.agents[0].gpus = cfg.agents[1].gpus = None
     assert self_launch_processes(cfg, 8, {}) == 2  # no DeepSpeed file: one GPU per agent, 6 left over
     assert self_launch_processes(cfg, 1, {}) == 2  # still one process per agent, never two engines in one
+    cfg.rollout.sleep_between_phases = False
+    with pytest.raises(CorlError, match="engine that never sleeps keeps its memory"):
+        self_launch_processes(cfg, 1, {})  # taking turns needs the engines to sleep
     solo = config_from_dict({"agents": [{"model": "tiny-qwen2.5"}], "reward": {"name": "ttrl"}})
     assert self_launch_processes(solo, 1, {}) is None  # one agent on one GPU: this process
 

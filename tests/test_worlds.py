@@ -85,3 +85,36 @@ def test_the_one_gpu_pair_takes_turns_and_resumes_bit_identical_to_the_one_proce
         for lab in step["labels"].values()
         for label in lab.values()
     )
+
+
+@pytest.mark.distributed
+@pytest.mark.vllm
+def test_vllm_engines_sharing_a_gpu_start_and_wake_only_in_their_process_turn(tmp_path):
+    """vLLM's rules (one engine per process, start-up needs its share free, no sync beside the KV cache) over the
+    2-process layout: with turns both engines start, generate and sync; without them the second engine's start
+    finds the first one awake and fails, as on a GPU."""
+    out = tmp_path / "turns"
+    out.mkdir()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    args = (
+        "--deepspeed",
+        "none",
+        "--engine",
+        "vllm",
+        "--max-steps",
+        "2",
+        "--strict-vllm",
+        str(tmp_path / "ledger"),
+        "--gpu-memory-utilization",
+        "0.6",  # two awake engines do not fit on the device
+    )
+    _launch(out, *args, "--turns-log", str(tmp_path / "turns.log"), env={**env, "CORL_VL_NODE_GPUS": "1"})
+    _check_turns(_turns(tmp_path / "turns.log"), range(0, 2))
+    for rank in (0, 1):
+        (record,) = json.loads((out / f"rank-{rank}.json").read_text())
+        assert record["engine"] == "VLLMEngine" and record["syncs"] >= 1 and len(record["sampled"]) == 2
+
+    alone = tmp_path / "no-turns"
+    alone.mkdir()
+    with pytest.raises(AssertionError, match="Free memory"):
+        _launch(alone, *args, env=env, timeout=300)  # each process thinks it has the GPU to itself

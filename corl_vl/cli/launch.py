@@ -179,6 +179,12 @@ def self_launch_processes(cfg: Any, visible_gpus: int, env: Mapping[str, str]) -
             visible_gpus - n_agents,
         )
     elif visible_gpus < n_agents:
+        if not cfg.rollout.sleep_between_phases:
+            raise CorlError(
+                f"rollout.sleep_between_phases: false, but {n_agents} agents share {visible_gpus} GPU(s) and take "
+                "turns: an engine that never sleeps keeps its memory, and the next agent's engine cannot start; "
+                "set it to true (the default) or give each agent its own GPU"
+            )
         log.info(
             "%d agents on %d GPU(s): one process per agent, the agents on one GPU take turns",
             n_agents,
