@@ -57,6 +57,7 @@ def test_vision_and_tail_by_hand():
 def test_training_state_by_hand():
     torch_backend = ar.training_state(1000, 1000, 2, ar.Sharding(), largest=400)
     assert torch_backend == {
+        "gradient_partition": 0,
         "weights": 2000,
         "master_weights": 2000,  # bf16: the masters' low halves
         "gradients": 4000,  # accumulated in fp32
@@ -70,9 +71,10 @@ def test_training_state_by_hand():
     assert zero3 == {
         "weights": 500,
         "master_weights": 1000,
-        "gradients": 500,
+        "gradient_partition": 500,  # bf16, allocated by deepspeed.initialize and kept: static, not live
+        "gradients": 0,
         "optimizer_state": 2000,
-        "optimizer_step": 500 + 1000,
+        "optimizer_step": 1000,  # the fp32 gradient partition at the step
     }
     ds_offload = ar.training_state(1000, 1000, 2, ar.Sharding(zero_stage=2, offload_optimizer=True))
     assert (ds_offload["master_weights"], ds_offload["optimizer_state"], ds_offload["optimizer_step"]) == (
@@ -83,6 +85,7 @@ def test_training_state_by_hand():
     # optimizer.offload=cpu in the Torch backend: masters, moments and fp32 gradients in CPU memory
     offload = ar.training_state(1000, 1000, 2, ar.Sharding(offload_optimizer=True))
     assert offload == {
+        "gradient_partition": 0,
         "weights": 2000,
         "master_weights": 0,
         "gradients": 0,
@@ -121,31 +124,34 @@ def _facts(_agent):
 
 def test_placement_and_verdict():
     cfg = _cfg()
-    # one agent's items: seq = 256 + 4 tokens; micro-batch 2; hf KV cache for 1 prompt × 2 completions
-    work = ar.Workload(2, 260, 4, 0, False, 2)
-    one = ar.agent_items(_facts(None), work, ar.Sharding())
-    peak = ar.update_peak(one)
-    # sharing a device, the idle agent keeps only its weights there (masters and AdamW state in CPU memory)
-    idle = one["weights"]
+    context = 2**29  # one CUDA context per process
+    # one agent: seq 256 + 4 = 260 tokens, micro-batch 2 (520 tokens), bf16, Torch backend, checkpointing off
+    # activations 520·8·2·5 + 2·520·400 = 41600 + 416000; tail 12·50·2·4 + 50·8·2; fp32 gradients 4000
+    live = 4000 + 457_600 + 5600
+    static = context + 2000 + 2000 + 8000  # context, weights, master low halves, AdamW moments
+    update = static + live
     two = plan_for_config(cfg, 2, 10**9, facts_for=_facts)
     assert [a.device for a in two.agents] == [0, 1]
-    assert two.device_peak == {0: peak, 1: peak}
-    with_ckpt = ar.activations(_facts(None), dataclasses.replace(work, checkpointing=True))
+    assert two.device_peak == {0: update, 1: update}
+    # HF generate: 2 completions × 260 tokens × 32 KV bytes per token beside the static state
+    assert two.agents[0].phases["rollout"] == static + 2 * 260 * 32
+    work = ar.Workload(2, 260, 4, 0, False, 2)
     assert two.agents[0].activation_settings == {
-        "checkpointing_on": with_ckpt,
-        "checkpointing_off": one["activations"],
+        "checkpointing_on": ar.activations(_facts(None), dataclasses.replace(work, checkpointing=True)),
+        "checkpointing_off": 457_600,
     }
-    shared = plan_for_config(cfg, 1, 10**9, facts_for=_facts)  # take turns: one idle, one works
-    assert shared.device_peak == {0: idle + peak}
+    # one GPU: the agents take turns; the idle one leaves its context and bf16 weights (no engine to sleep)
+    shared = plan_for_config(cfg, 1, 2 * 2**30, facts_for=_facts)
+    assert shared.device_peak == {0: update + context + 2000}
     assert shared.fits and [a.turns_with for a in shared.agents] == [["b"], ["a"]]
-    tight = plan_for_config(cfg, 1, idle + peak - 1, facts_for=_facts)
+    tight = plan_for_config(cfg, 1, update + context + 2000 - 1, facts_for=_facts)
     assert not tight.fits and tight.shortfall == 1
     assert tight.first_fix == "grpo.micro_batch_size=1"  # halves the activations: the cheapest lever
 
 
 def test_vllm_share_must_hold_weights_and_kv():
     plan = plan_for_config(_cfg("vllm"), 2, 10**6, facts_for=_facts, gpu_memory_utilization=0.001)
-    assert plan.agents[0].vllm_needed > plan.agents[0].items["vllm_reserved"]
+    assert plan.agents[0].vllm_needed > plan.agents[0].items["vllm_share"]
     assert not plan.fits
 
 

@@ -1,8 +1,10 @@
 """``corl-vl plan``: the memory plan of a config or ``--pair`` on G GPUs, before any model loads.
 
-Per agent and device it itemises weights, master copies, gradients, optimizer state, activations, the vision
-tower's share, the logprob tail and vLLM's reserved share, gives the verdict (fits / short by how much) and the
-cheapest changes that make it fit (:mod:`corl_vl.plan`). Exit code 0 when it fits, 1 when it does not.
+Per agent it shows the processes ``corl-vl train`` launches (which GPU, who takes turns), the dtype it assumed,
+each phase's peak (rollout, weight sync, update, DeepSpeed init) and the items they are made of (CUDA context,
+weights, KL reference, masters, gradients, optimizer state, activations, vLLM's share awake and asleep), gives the
+verdict (fits / short by how much) and the cheapest changes that make it fit (:mod:`corl_vl.plan`). Exit code 0
+when it fits, 1 when it does not.
 
     corl-vl plan --pair A,B --gpus 2 --gpu-memory 80GB      # presets: corl-vl models list
     corl-vl plan --config configs/pairs/FILE.yaml --gpus 8 --json
@@ -64,30 +66,37 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(plan) -> str:
+    """The plan in a few lines per agent: where its processes run, each phase's peak, the non-zero items."""
     data = plan.to_dict()
     s = data["settings"]
     lines = [
-        f"memory plan: {s['gpus']} GPU(s) × {s['gpu_memory_gib']:.0f} GiB, micro-batch {s['micro_batch']}, "
-        f"checkpointing {'on' if s['checkpointing'] else 'off'}, ZeRO stage {s['zero_stage']}, "
-        f"dropout {'zeroed' if s['disable_dropout'] else 'as the model has it'}"
+        f"memory plan: {s['gpus']} GPU(s) × {s['gpu_memory_gib']:.0f} GiB, weights {data['dtype']}, micro-batch "
+        f"{s['micro_batch']}, checkpointing {'on' if s['checkpointing'] else 'off'}, "
+        + (f"DeepSpeed ZeRO-{s['zero_stage']}" if s["zero_stage"] else "no DeepSpeed")
     ]
+    lines.extend(f"  layout: {line}" for line in data["layout"].get("description", []))
     for agent in data["agents"]:
-        turns = agent["takes_turns_with"]
+        p = agent["phases_gib"]
         lines.append(
-            f"  {agent['name']} ({agent['model']}) on {', '.join(agent['devices'])}"
-            + (f", taking turns with {', '.join(turns)}" if turns else "")
-            + f": peak {agent['peak_gib']:.1f} GiB"
+            f"  {agent['name']} ({agent['model']}, {agent['dtype']}): peak {agent['peak_gib']:.1f} GiB per GPU: "
+            f"rollout {p['rollout']:.1f}, sync {p['sync']:.1f}, update {p['update']:.1f}"
+            + (f", init {p['init']:.1f}" if agent["items_gib"].get("init_transient") else "")
+            + (f"; idle {agent['idle_gib']:.1f}" if agent["takes_turns_with"] else "")
         )
-        for item, gib in agent["items_gib"].items():
-            lines.append(f"      {item:<20} {gib:8.2f} GiB")
-        on, off = agent["activations_gib"]["checkpointing_on"], agent["activations_gib"]["checkpointing_off"]
-        lines.append(f"      {'(activations)':<20} {on:8.2f} GiB with checkpointing, {off:.2f} GiB without")
+        items = [f"{k} {v:.2f}" for k, v in agent["items_gib"].items() if v]
+        lines.append(f"      {', '.join(items)} GiB")
+        acts = agent["activations_gib"]
+        lines.append(
+            f"      activations {acts['checkpointing_on']:.2f} GiB with checkpointing, "
+            f"{acts['checkpointing_off']:.2f} without"
+        )
         if agent["vllm_needed_gib"]:
             lines.append(
-                f"      {'(vLLM needs)':<20} {agent['vllm_needed_gib']:8.2f} GiB of its reserved share"
+                f"      vLLM: {agent['vllm_needed_gib']:.2f} GiB for one full sequence of its "
+                f"{agent['items_gib']['vllm_share']:.1f} GiB share; {agent['concurrent_sequences']} of "
+                f"{agent['sequences']} sequences at once"
             )
-    for device, gib in data["devices"].items():
-        lines.append(f"  GPU {device}: {gib:.1f} GiB")
+    lines.append("  GPUs: " + ", ".join(f"{d}: {gib:.1f} GiB" for d, gib in data["devices"].items()))
     lines.extend(f"  note: {n}" for n in data["notes"])
     if data["fits"]:
         lines.append("verdict: fits")

@@ -22,7 +22,15 @@ if TYPE_CHECKING:
 GIB = 2**30
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 LOGPROB_CHUNK_BYTES = 12 * 2**24  # model_adapters.logprob_tail: ≈ 12 bytes per logit of one chunk at its peak
-VLLM_OVERHEAD = 2 * GIB  # CUDA context, graphs and sampler buffers of one engine, beside weights and KV cache
+# Every process (one per agent, or per rank of a DeepSpeed block) holds one CUDA context: ~300-400 MiB for a
+# CUDA 12 context with lazy module loading on an H100/H200, plus cuBLAS workspaces and NCCL's buffers.
+CUDA_CONTEXT = GIB // 2
+# An awake engine's memory beside weights and KV cache, inside its share: the profiled activation peak,
+# CUDA graphs and sampler buffers (the process's CUDA context is counted apart, CUDA_CONTEXT)
+VLLM_OVERHEAD = 3 * GIB // 2
+# What a level-2 sleep leaves on the device: it releases the weights and KV cache (the tagged allocations);
+# the CUDA graphs' pool, sampler buffers and the allocator's cached blocks stay
+VLLM_ASLEEP = GIB
 LORA_TARGETS_RANK = 16  # the plan's LoRA lever: rank 16 on every attention and MLP projection
 LORA_BYTES = 4  # peft keeps the adapters in fp32 beside bf16 weights: they train without master copies
 # corl_vl.train.optimizer steps 2**20 elements at a time; per element a slice holds at most 24 bytes of
@@ -129,30 +137,37 @@ def training_state(
     (``split``), gradients accumulate in fp32, and the chunked step adds one slice's temporaries (at most
     ``STEP_CHUNK`` elements of the ``largest`` trained tensor) beside them: 16 bytes per bf16 parameter. With
     ``offload_optimizer`` masters, moments and fp32 gradients are in CPU memory and the device keeps the
-    weights (each gradient leaves as autograd produces it). DeepSpeed keeps fp32 masters and the model's
-    low-precision gradients, and adds an fp32 gradient partition at the step.
+    weights (each gradient leaves as autograd produces it). DeepSpeed keeps fp32 masters partitioned and adds
+    the rank's fp32 gradient partition at the step; ZeRO-2 reduces the model's low-precision gradients into a
+    partition during the backward pass, ZeRO-3 keeps that partition (``gradient_partition``) allocated from
+    ``deepspeed.initialize`` on, through rollouts too (deepspeed/runtime/zero/stage3.py). With DeepSpeed's
+    optimizer offload masters, moments and both gradient partitions are in CPU memory.
     """
-    zero_params = s.ranks if s.zero_stage >= 3 else 1
-    zero_grads = s.ranks if s.zero_stage >= 2 else 1
-    zero_optim = s.ranks if s.zero_stage >= 1 else 1
     on_device = not s.offload_optimizer
+    items = {"gradient_partition": 0}
     if s.zero_stage == 0:
         master_bytes = 0 if wb == 4 else 2 if split else 4
-        masters = trained * master_bytes if on_device else 0
-        gradients = trained * 4 if on_device else 0
-        step = gradients + STEP_BYTES_PER_ELEMENT * min(STEP_CHUNK, largest) if on_device else 0
-    else:
-        masters = trained * 4 // zero_optim if wb != 4 and on_device else 0
-        gradients = trained * wb // zero_grads
-        # the gradients wait on the device until copied out; else plus the rank's fp32 gradient partition
-        step = gradients + (trained * 4 // zero_optim if on_device else 0)
-    return {
-        "weights": parameters * wb // zero_params,
-        "master_weights": masters,
-        "gradients": gradients,
-        "optimizer_state": trained * 8 // zero_optim if on_device else 0,
-        "optimizer_step": step,
-    }
+        items["master_weights"] = trained * master_bytes if on_device else 0
+        items["gradients"] = trained * 4 if on_device else 0
+        slice_bytes = STEP_BYTES_PER_ELEMENT * min(STEP_CHUNK, largest)
+        items["optimizer_step"] = items["gradients"] + slice_bytes if on_device else 0
+        items["optimizer_state"] = trained * 8 if on_device else 0
+        items["weights"] = parameters * wb
+        return items
+    n = s.ranks
+    fp32_partition = trained * 4 // n if on_device else 0
+    items["master_weights"] = fp32_partition if wb != 4 else 0
+    items["optimizer_state"] = trained * 8 // n if on_device else 0
+    if s.zero_stage >= 3:
+        items["weights"] = parameters * wb // n
+        items["gradient_partition"] = trained * wb // n if on_device else 0
+        items["gradients"] = 0
+        items["optimizer_step"] = fp32_partition
+    else:  # ZeRO-2: whole weights; the partition is live from the backward pass to the step
+        items["weights"] = parameters * wb
+        items["gradients"] = trained * wb // n
+        items["optimizer_step"] = items["gradients"] + fp32_partition
+    return items
 
 
 def kv_cache(f: ModelFacts, tokens: int, wb: int) -> int:
@@ -191,10 +206,90 @@ def agent_items(
     return items
 
 
-def update_peak(items: dict[str, int]) -> int:
-    """The gradient pass's or the optimizer step's peak, whichever is higher (``items`` of :func:`agent_items`)."""
-    static = (
-        items["weights"] + items["master_weights"] + items["optimizer_state"] + items.get("vllm_asleep", 0)
+def reference_model(parameters: int, wb: int, *, beta: float, lora: bool) -> int:
+    """The KL reference (``grpo.beta > 0``): corl_vl.train.lora loads a second, frozen, unsharded copy of the
+    model on every rank; a LoRA agent's reference is its own model with the adapters off (no copy)."""
+    return parameters * wb if beta > 0 and not lora else 0
+
+
+def init_transient(items: dict[str, int], full_weights: int, trained: int, wb: int, s: Sharding) -> int:
+    """What ``deepspeed.initialize`` adds on one rank beyond the state it leaves (``items``), at its peak.
+
+    The agent's Torch optimizer (:class:`~corl_vl.train.optimizer.MasterAdamW`) is built before DeepSpeed wraps
+    the model and lives through the wrap: its masters (bf16: int16 low halves, 2 B; fp16: fp32 copies, 4 B) stay
+    on the device. DeepSpeed initialises AdamW's moments with a zero step over an fp32 gradient partition
+    (4 B / ranks). Under ZeRO-3 the whole model is on every rank until DeepSpeed partitions it (before the
+    masters and moments exist): the larger of the two moments counts. ``full_weights``: the whole model's bytes;
+    ``trained``, ``wb``: the trained parameters and their bytes each (LoRA adapters: fp32, no throw-away)."""
+    if s.zero_stage == 0:
+        return 0
+    throwaway = trained * (2 if wb == 2 else 0)  # the int16 low halves (fp16 would be 4: planned as bf16)
+    zero_step = 0 if s.offload_optimizer else trained * 4 // s.ranks
+    at_optimizer = throwaway + zero_step
+    if s.zero_stage < 3:
+        return at_optimizer
+    # before partitioning: every weight whole, none of the partitioned state yet
+    state = (
+        items["weights"] + items["master_weights"] + items["optimizer_state"] + items["gradient_partition"]
     )
+    before = full_weights + throwaway - state
+    return max(at_optimizer, before)
+
+
+def vllm_concurrency(weights: int, kv_per_sequence: int, share: int, sequences: int) -> int:
+    """How many of ``sequences`` an engine with ``share`` bytes runs at once: its KV cache is the share less the
+    weights and :data:`VLLM_OVERHEAD`, and vLLM queues the rest (0: not even one full sequence fits)."""
+    room = share - weights - VLLM_OVERHEAD
+    if room < kv_per_sequence or kv_per_sequence <= 0:
+        return 0 if kv_per_sequence > 0 else sequences
+    return min(sequences, room // kv_per_sequence)
+
+
+STATIC = (
+    "cuda_context",
+    "weights",
+    "reference_model",
+    "master_weights",
+    "optimizer_state",
+    "gradient_partition",
+)
+
+
+def static_bytes(items: dict[str, int]) -> int:
+    """What the agent's process holds on the device through its whole turn (trainer state, context)."""
+    return sum(items.get(k, 0) for k in STATIC)
+
+
+def idle_bytes(items: dict[str, int]) -> int:
+    """What an idle agent leaves on a GPU it shares (its turn is over): its context, bf16 weights, KL reference
+    and sleeping engine; masters and AdamW moments wait in host memory, its gradients are freed."""
+    keep = ("cuda_context", "weights", "reference_model", "vllm_asleep")
+    return sum(items.get(k, 0) for k in keep)
+
+
+def update_peak(items: dict[str, int]) -> int:
+    """Scoring and update (the engine asleep): the gradient pass's or the optimizer step's peak, whichever is
+    higher, beside the static state (``items`` of :func:`agent_items`, plus the planner's process items)."""
     live = items["gradients"] + items["activations"] + items["vision_activations"] + items["logprob_tail"]
-    return static + max(live, items["optimizer_step"])
+    return static_bytes(items) + items.get("vllm_asleep", 0) + max(live, items["optimizer_step"])
+
+
+def phase_peaks(items: dict[str, int], *, takes_turns: bool = False) -> dict[str, int]:
+    """The active agent's peak in each phase of its turn, on one of its GPUs.
+
+    ``rollout``: the engine awake (its whole share: vLLM fills it with KV cache) or HF generate's KV cache;
+    ``sync``: at the start of a rollout the engine wakes its weights only (not the KV cache) and receives the
+    trainer's, which ZeRO-3 gathers whole (``sync_gather``); ``update``: :func:`update_peak`; ``init``:
+    ``deepspeed.initialize`` (:func:`init_transient`), once, before any engine starts. ``takes_turns``: the GPU
+    is shared, so the masters and AdamW moments come back from host memory for the update only."""
+    static = static_bytes(items)
+    rolling = static - (items["master_weights"] + items["optimizer_state"] if takes_turns else 0)
+    return {
+        "rollout": rolling + items.get("vllm_share", 0) + items.get("hf_kv_cache", 0),
+        "sync": rolling
+        + items.get("vllm_asleep", 0)
+        + items.get("vllm_weights", 0)
+        + items.get("sync_gather", 0),
+        "update": update_peak(items),
+        "init": static + items.get("init_transient", 0),
+    }

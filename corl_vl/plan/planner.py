@@ -1,15 +1,15 @@
-"""The memory plan of a cohort config on G GPUs: per agent and device, the verdict, and the cheapest fixes.
+"""The memory plan of a cohort config on G GPUs: per agent and GPU, the verdict, and the cheapest fixes.
 
 Why before any model loads: a real-scale run that does not fit fails minutes in (or, with vLLM, refuses to start),
 and the reason is arithmetic. :func:`plan_for_config` reads only the config and each model's sizes
 (:func:`model_adapters.memory_facts.memory_facts`: published configs, no download) and applies
-:mod:`corl_vl.plan.arithmetic`.
-
-Placement is the trainer's (:func:`corl_vl.train.device_placement.place_agents`, ``agents[i].devices`` included):
-with G ≥ N GPUs agent i gets its own block of G // N devices (its data-parallel ranks); with G < N the agents are
-spread round-robin and agents on one device take turns: the idle ones keep their weights (and vLLM share) on it,
-their fp32 masters and optimizer state wait in CPU memory. Levers are tried in order of cost, each on top of the
-previous. ``train.gradient_checkpointing: null`` is planned as on (the GPU default).
+:mod:`corl_vl.plan.arithmetic` to the processes ``corl-vl train`` launches (:mod:`corl_vl.plan.layout`): one
+process per agent (G < N: agents sharing a GPU take turns) or, with ``distributed.deepspeed``, one per GPU of
+each agent's block. Each process holds a CUDA context; the active agent's peak is the largest of its phases
+(rollout, weight sync, update, DeepSpeed's init), and an idle agent on a shared GPU leaves its context, bf16
+weights, KL reference and sleeping engine there. The weights' dtype is ``adapter_kwargs.dtype`` as resolved on
+CUDA (``auto``, the default, is bf16). Levers are tried in order of cost, each on top of the previous.
+``train.gradient_checkpointing: null`` is planned as on (the GPU default).
 """
 
 from __future__ import annotations
@@ -18,166 +18,40 @@ import dataclasses
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
 from corl_vl.rollout.sizing import default_max_model_len
-from corl_vl.train.device_placement import place_agents
 from corl_vl.train.training_defaults import checkpointing_on
+from model_adapters.base import AUTO_DTYPE, resolve_dtype
 
 from . import arithmetic as ar
+from .layout import ProcessLayout, process_layout
+from .model import AgentPlan, Plan, Settings
 
 PROMPT_TEXT_TOKENS = 256  # question, options and chat template of one prompt (the images come on top)
 IMAGES_PER_PROMPT = 1
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What the plan varies: the config's values and the levers applied on top of them."""
-
-    gpus: int
-    gpu_memory: int  # bytes per GPU
-    micro_batch: int
-    checkpointing: bool
-    zero_stage: int
-    offload_optimizer: bool = False
-    freeze_vision: bool = False
-    lora: bool = False
-    gpu_memory_utilization: float = 0.45
-    disable_dropout: bool = True
-
-
-@dataclass
-class AgentPlan:
-    name: str
-    model: str
-    device: int  # first device of its block
-    ranks: int
-    items: dict[str, int]  # bytes on each of its devices
-    activation_settings: dict[str, int] = field(
-        default_factory=dict
-    )  # activations with / without checkpointing
-    vllm_needed: int = 0  # vLLM weights + KV cache at max_model_len + overhead (must fit its reserved share)
-    devices: list[str] = field(default_factory=list)  # its device names (the trainer's placement)
-    turns_with: list[str] = field(default_factory=list)  # agents it takes turns with on its device
-
-    @property
-    def resident(self) -> int:
-        """What stays on the device between this agent's turns (weights and optimizer, reserved vLLM share)."""
-        keep = ("weights", "master_weights", "optimizer_state", "vllm_reserved")
-        return sum(v for k, v in self.items.items() if k in keep)
-
-    @property
-    def away(self) -> int:
-        """What waits in CPU memory while the agent is idle on a shared device (fp32 masters, AdamW state)."""
-        return self.items["master_weights"] + self.items["optimizer_state"]
-
-    @property
-    def peak(self) -> int:
-        return max(self.update_peak, self.rollout_peak)
-
-    @property
-    def update_peak(self) -> int:
-        return ar.update_peak(self.items)
-
-    @property
-    def rollout_peak(self) -> int:
-        i = self.items
-        return (
-            i["weights"]
-            + i["master_weights"]
-            + i["optimizer_state"]
-            + i.get("vllm_reserved", 0)
-            + i.get("hf_kv_cache", 0)
-        )
-
-
-@dataclass
-class Plan:
-    """The verdict: ``fits``, per-device totals, the shortfall and the cheapest changes that make it fit."""
-
-    settings: Settings
-    agents: list[AgentPlan]
-    device_peak: dict[int, int]
-    notes: list[str] = field(default_factory=list)
-    fixes: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def fits(self) -> bool:
-        return self.shortfall == 0 and all(
-            a.vllm_needed <= a.items.get("vllm_reserved", a.vllm_needed) for a in self.agents
-        )
-
-    @property
-    def shortfall(self) -> int:
-        return max(0, max(self.device_peak.values()) - self.settings.gpu_memory)
-
-    @property
-    def first_fix(self) -> str | None:
-        """The cheapest change after which the plan fits: one lever alone, else the fewest stacked levers, else
-        more GPUs; None when it fits already or nothing does."""
-        if self.fits:
-            return None
-        levers = [f for f in self.fixes if "stacked" in f]
-        for fix in levers:
-            if fix["fits"]:
-                return fix["change"]
-        for fix in levers:
-            if fix["stacked_fits"]:
-                return fix["stacked"]
-        more = [f["change"] for f in self.fixes if "stacked" not in f]
-        return more[0] if more else None
-
-    def refusal(self) -> str:
-        """Why the run does not fit, in one line: the shortfall (or the vLLM share too small) and the first fix."""
-        s = self.settings
-        where = f"{s.gpus} × {round(s.gpu_memory / ar.GIB, 1):g} GiB GPU(s)"
-        if self.shortfall:
-            fullest = max(self.device_peak, key=lambda d: self.device_peak[d])
-            short = self.shortfall
-            amount = f"{short / ar.GIB:.1f} GiB" if short >= ar.GIB // 10 else f"{short / 2**20:.0f} MiB"
-            why = f"short by {amount} on GPU {fullest}"
-        else:
-            a = max(self.agents, key=lambda a: a.vllm_needed - a.items.get("vllm_reserved", 0))
-            why = (
-                f"agent {a.name}'s vLLM engine needs {a.vllm_needed / ar.GIB:.1f} GiB, its share "
-                f"(rollout.gpu_memory_utilization) is {a.items.get('vllm_reserved', 0) / ar.GIB:.1f} GiB"
-            )
-        fix = self.first_fix or "none of the plan's levers is enough"
-        return (
-            f"memory plan: the run does not fit on {where}: {why}; first fix: {fix} (details: corl-vl plan)"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "fits": self.fits,
-            "shortfall_gib": round(self.shortfall / ar.GIB, 2),
-            "settings": {
-                **dataclasses.asdict(self.settings),
-                "gpu_memory_gib": self.settings.gpu_memory / ar.GIB,
-            },
-            "devices": {str(d): round(b / ar.GIB, 2) for d, b in self.device_peak.items()},
-            "agents": [
-                {
-                    "name": a.name,
-                    "model": a.model,
-                    "device": a.device,
-                    "ranks": a.ranks,
-                    "devices": a.devices,
-                    "takes_turns_with": a.turns_with,
-                    "peak_gib": round(a.peak / ar.GIB, 2),
-                    "vllm_needed_gib": round(a.vllm_needed / ar.GIB, 2),
-                    "items_gib": {k: round(v / ar.GIB, 3) for k, v in a.items.items()},
-                    "activations_gib": {k: round(v / ar.GIB, 3) for k, v in a.activation_settings.items()},
-                }
-                for a in self.agents
-            ],
-            "fixes": self.fixes,
-            "first_fix": self.first_fix,
-            "notes": self.notes,
-        }
+ITEM_ORDER = (
+    "cuda_context",
+    "weights",
+    "reference_model",
+    "master_weights",
+    "optimizer_state",
+    "gradient_partition",
+    "gradients",
+    "activations",
+    "vision_activations",
+    "logprob_tail",
+    "optimizer_step",
+    "init_transient",
+    "sync_gather",
+    "vllm_share",
+    "vllm_weights",
+    "vllm_asleep",
+    "hf_kv_cache",
+)
+__all__ = ["AgentPlan", "Plan", "Settings", "parse_memory", "plan_for_config", "plan_settings"]
 
 
 FactsFor = Callable[[Any], Any]  # AgentConfig → ModelFacts
@@ -235,87 +109,118 @@ def plan_for_config(
 
 
 def plan_settings(cfg: Any, s: Settings, facts: list[Any]) -> Plan:
-    """``cfg`` planned under the settings ``s``: placement, each agent's items, each device's peak, notes."""
-    where = place_agents(
-        cfg.agent_names(), [a.devices for a in cfg.agents], [f"cuda:{d}" for d in range(s.gpus)]
-    )
-    vllm = cfg.rollout.engine in ("vllm", "auto")
-    max_len = PROMPT_TEXT_TOKENS + cfg.grpo.max_new_tokens
-    agents: list[AgentPlan] = []
-    notes: list[str] = []
-    for index, (agent, f) in enumerate(zip(cfg.agents, facts, strict=True)):
-        wb = ar.DTYPE_BYTES[str(agent.adapter_kwargs.get("dtype", "float32"))]
-        images = IMAGES_PER_PROMPT if f.image_tokens else 0
-        seq = max_len + images * f.image_tokens
-        split = agent.adapter_kwargs.get("dtype") == "bfloat16"
-        work = ar.Workload(s.micro_batch, seq, cfg.grpo.max_new_tokens, images, s.checkpointing, wb, split)
-        ranks = len(where.devices[index])
-        stage = s.zero_stage if not torch_backend(s) else 0
-        sharding = ar.Sharding(ranks, stage, s.offload_optimizer)
-        # an agent's own agents[i].lora (its rank), else the plan's LoRA lever (rank 16)
-        rank = agent.lora.r if agent.lora is not None else ar.LORA_TARGETS_RANK
-        lora = s.lora or agent.lora is not None
-        items = ar.agent_items(f, work, sharding, freeze_vision=s.freeze_vision, lora=lora, lora_rank=rank)
-        other = dataclasses.replace(work, checkpointing=not work.checkpointing)
-        info = {  # both settings shown; the peak counts the configured one (``activations``)
-            "checkpointing_on": ar.activations(f, work if work.checkpointing else other),
-            "checkpointing_off": ar.activations(f, other if work.checkpointing else work),
-        }
-        first = where.slots[index][0]
-        plan = AgentPlan(
-            agent.name,
-            agent.model,
-            -1 if first is None else first,  # -1: a cpu override, on no GPU
-            ranks,
-            items,
-            activation_settings=info,
-            devices=where.devices[index],
-            turns_with=[where.names[j] for j in where.takes_turns(index)],
-        )
-        concurrent = cfg.data.problems_per_step * cfg.grpo.k
-        if vllm:
-            plan.vllm_needed = (
-                f.parameters * wb + ar.kv_cache(f, vllm_len(cfg, seq), wb) * concurrent + ar.VLLM_OVERHEAD
-            )
-            items["vllm_reserved"] = int(s.gpu_memory_utilization * s.gpu_memory)
-            items["vllm_asleep"] = (
-                ar.VLLM_OVERHEAD if cfg.rollout.sleep_between_phases else items["vllm_reserved"]
-            )
-        else:
-            batch = min(cfg.rollout.batch_size, cfg.data.problems_per_step) * cfg.grpo.k
-            items["hf_kv_cache"] = ar.kv_cache(f, seq, wb) * batch
-        agents.append(plan)
+    """``cfg`` planned under the settings ``s``: the process layout, each agent's items, each GPU's peak."""
+    deepspeed = not torch_backend(s)
+    blocks = [a.gpus for a in cfg.agents] if deepspeed else None
+    layout = process_layout(len(cfg.agents), s.gpus, blocks, deepspeed=deepspeed)
+    agents = [_agent_plan(cfg, s, layout, i, f) for i, f in enumerate(facts)]
     device_peak: dict[int, int] = {}
-    for d in range(s.gpus):
-        here = [a for a in agents if a.device <= d < a.device + a.ranks]
-        if not here:
-            continue
-        # agents sharing a device take turns: the idle ones keep their weights and vLLM share on it, their
-        # masters and optimizer state in CPU memory (train/offload.py); one at a time adds its working memory
-        away = [a.away if len(here) > 1 else 0 for a in here]
-        idle = [a.resident - x for a, x in zip(here, away)]
-        work = [max(a.update_peak, a.rollout_peak - x) - i for a, x, i in zip(here, away, idle)]
-        device_peak[d] = sum(idle) + max(work)
-    if not device_peak:
-        raise CorlError("plan: every agent is on the CPU (agents[i].devices); there is no GPU memory to plan")
-    if where.shared:
+    for gpu in range(s.gpus):
+        here = [agents[i] for i in layout.agents_on(gpu)]
+        if here:  # one active agent at a time; the others idle beside it
+            idle = sum(a.idle for a in here)
+            device_peak[gpu] = max(a.peak + idle - a.idle for a in here)
+    return Plan(s, agents, device_peak, layout, _notes(cfg, s, layout, agents))
+
+
+def _agent_plan(cfg: Any, s: Settings, layout: ProcessLayout, index: int, f: Any) -> AgentPlan:
+    """One agent's items on each of its GPUs (one process there) and its vLLM engine's fit."""
+    agent = cfg.agents[index]
+    dtype = resolve_dtype(str(agent.adapter_kwargs.get("dtype") or AUTO_DTYPE), "cuda")
+    wb = ar.DTYPE_BYTES[dtype]
+    images = IMAGES_PER_PROMPT if f.image_tokens else 0
+    seq = PROMPT_TEXT_TOKENS + cfg.grpo.max_new_tokens + images * f.image_tokens
+    work = ar.Workload(
+        s.micro_batch, seq, cfg.grpo.max_new_tokens, images, s.checkpointing, wb, dtype == "bfloat16"
+    )
+    gpus = layout.gpus_of(index)
+    sharding = ar.Sharding(len(gpus), s.zero_stage if layout.deepspeed else 0, s.offload_optimizer)
+    # an agent's own agents[i].lora (its rank), else the plan's LoRA lever (rank 16)
+    rank = agent.lora.r if agent.lora is not None else ar.LORA_TARGETS_RANK
+    lora = s.lora or agent.lora is not None
+    trained = ar.agent_items(f, work, sharding, freeze_vision=s.freeze_vision, lora=lora, lora_rank=rank)
+    if lora:
+        count, trained_wb = ar.lora_parameters(f, rank), ar.LORA_BYTES
+    else:
+        count, trained_wb = f.parameters - (f.vision_parameters if s.freeze_vision else 0), wb
+    items = {
+        "cuda_context": ar.CUDA_CONTEXT,
+        "reference_model": ar.reference_model(f.parameters, wb, beta=cfg.grpo.beta, lora=lora),
+        **trained,
+        "init_transient": ar.init_transient(trained, f.parameters * wb, count, trained_wb, sharding),
+        "sync_gather": f.parameters * wb if sharding.zero_stage >= 3 else 0,  # ZeRO-3 gathers every weight
+    }
+    plan = AgentPlan(
+        agent.name,
+        agent.model,
+        gpus[0],
+        len(gpus),
+        items,
+        activation_settings=_activation_settings(f, work),
+        devices=[f"cuda:{g}" for g in gpus],
+        turns_with=[cfg.agents[j].name for j in layout.turns_with(index)],
+        dtype=dtype,
+        sequences=math.ceil(cfg.data.problems_per_step * cfg.grpo.k / len(gpus)),  # each rank's share
+    )
+    weights = f.parameters * wb
+    if cfg.rollout.engine in ("vllm", "auto"):
+        kv_one = ar.kv_cache(f, vllm_len(cfg, seq), wb)  # one full sequence at the engine's context
+        share = int(s.gpu_memory_utilization * s.gpu_memory)
+        plan.vllm_needed = weights + kv_one + ar.VLLM_OVERHEAD
+        plan.concurrent = ar.vllm_concurrency(weights, kv_one, share, plan.sequences)
+        asleep = cfg.rollout.sleep_between_phases
+        items["vllm_share"] = share
+        items["vllm_weights"] = weights if asleep else 0  # woken alone for the sync (a level-2 sleep)
+        items["vllm_asleep"] = ar.VLLM_ASLEEP if asleep else share
+    else:
+        batch = min(cfg.rollout.batch_size, plan.sequences // cfg.grpo.k or 1) * cfg.grpo.k
+        items["hf_kv_cache"] = ar.kv_cache(f, seq, wb) * batch
+        plan.concurrent = batch
+    plan.items = {k: items[k] for k in ITEM_ORDER if k in items}
+    return plan
+
+
+def _activation_settings(f: Any, work: ar.Workload) -> dict[str, int]:
+    """Both checkpointing settings' activations (the peak counts the configured one)."""
+    other = dataclasses.replace(work, checkpointing=not work.checkpointing)
+    on, off = (work, other) if work.checkpointing else (other, work)
+    return {"checkpointing_on": ar.activations(f, on), "checkpointing_off": ar.activations(f, off)}
+
+
+def _notes(cfg: Any, s: Settings, layout: ProcessLayout, agents: list[AgentPlan]) -> list[str]:
+    notes = [
+        f"weights in {', '.join(dict.fromkeys(a.dtype for a in agents))} (adapter_kwargs.dtype resolved on "
+        f"CUDA; auto is bfloat16); one CUDA context of {ar.CUDA_CONTEXT / ar.GIB:.1f} GiB per process"
+    ]
+    if layout.turns:
         notes.append(
-            "agents sharing a GPU take turns; the idle ones' fp32 masters and AdamW state wait in CPU memory"
+            "agents sharing a GPU take turns: the idle ones keep their context, weights and a sleeping engine "
+            "there; their fp32 masters and AdamW moments wait in host memory"
+        )
+    if any(a.devices for a in cfg.agents):
+        notes.append(
+            "agents[i].devices (a one-process override) is not planned: the plan uses the layout above"
+        )
+    if cfg.grpo.beta > 0:
+        notes.append(
+            f"grpo.beta={cfg.grpo.beta:g}: a frozen copy of each full fine-tuned model (the KL reference) on "
+            "every GPU; a LoRA agent's reference is its base (no copy)"
         )
     if cfg.train.gradient_checkpointing is None:
         notes.append("train.gradient_checkpointing unset: on, the GPU default")
     if s.disable_dropout:
         notes.append("train.disable_dropout: every dropout probability is 0 from the start of training")
-    if vllm:
+    if cfg.rollout.engine in ("vllm", "auto"):
         given = cfg.rollout.max_model_len
+        max_len = PROMPT_TEXT_TOKENS + cfg.grpo.max_new_tokens
         length = (
             f"{given} (rollout.max_model_len)" if given else f"{max_len} + image tokens + margin (estimated)"
         )
         notes.append(
-            f"vLLM max_model_len {length}; KV cache for {cfg.data.problems_per_step} × {cfg.grpo.k} "
-            "sequences at once"
+            f"vLLM max_model_len {length}; an engine needs KV cache for one full sequence, vLLM queues the "
+            "sequences its share does not hold at once"
         )
-    return Plan(s, agents, device_peak, notes)
+    return notes
 
 
 def vllm_len(cfg: Any, seq: int) -> int:
@@ -328,9 +233,9 @@ def vllm_len(cfg: Any, seq: int) -> int:
 
 
 def torch_backend(s: Settings) -> bool:
-    """One GPU, or no ZeRO stage: each agent trains in one process with the Torch backend (whose
-    ``optimizer.offload`` is its own); more GPUs with a ZeRO stage run DeepSpeed."""
-    return s.gpus == 1 or s.zero_stage == 0
+    """No ZeRO stage (no ``distributed.deepspeed``): each agent trains in one process with the Torch backend
+    (whose ``optimizer.offload`` is its own); with a ZeRO stage each GPU of an agent's block is a DeepSpeed rank."""
+    return s.zero_stage == 0
 
 
 def parse_memory(text: str) -> int:
