@@ -71,7 +71,7 @@ def test_cpu_load_stays_fp32_and_dtype_names_are_checked():
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     assert adapter.torch_dtype == torch.float32 and adapter.loaded_device == "cpu"
     assert resolve_dtype("float16", "cuda") == "float16" and resolve_dtype("bfloat16", "cpu") == "bfloat16"
-    with pytest.raises(CorlError, match="unknown dtype 'float8'.*auto"):
+    with pytest.raises(CorlError, match=r"unknown dtype 'float8'.*auto"):
         create_adapter("tiny-qwen2.5", dtype="float8")
 
 
