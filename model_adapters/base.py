@@ -34,6 +34,7 @@ from corl_vl.data.problem import ImageLike, Problem
 from corl_vl.errors import CorlError
 
 from .chat_templating import ChatTemplating
+from .dtypes import AUTO_DTYPE, check_dtype, resolve_dtype  # resolve_dtype: also imported from here
 from .full_size import build_random_model, random_init_record
 from .images import ImageOptions, image_options_from, load_image, resize_long_side
 from .memory_facts import MemoryFacts
@@ -57,18 +58,6 @@ ANSWER_INSTRUCTIONS: dict[str, str] = {
     ),
     "none": "",
 }
-
-_DTYPES = ("float32", "bfloat16", "float16")
-AUTO_DTYPE = "auto"  # bf16 on a CUDA device, fp32 elsewhere (resolve_dtype)
-
-
-def resolve_dtype(dtype: str, device: str) -> str:
-    """The weights' dtype on ``device``: ``auto`` is bf16 on CUDA (what every GPU trainer runs; fp32 would double
-    the memory and refuse the headline pair on one 80 GB GPU), fp32 on the CPU, where bf16 matmuls are slow."""
-    if dtype != AUTO_DTYPE:
-        return dtype
-    return "bfloat16" if str(device).startswith("cuda") else "float32"
-
 
 __all__ = [
     "ANSWER_INSTRUCTIONS",
@@ -133,7 +122,7 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts, Tr
         self,
         model_path: str | Path,
         *,
-        dtype: str = "float32",
+        dtype: str = AUTO_DTYPE,
         attn_implementation: str | None = "sdpa",
         trust_remote_code: bool = False,
         image_options: ImageOptions | dict[str, Any] | None = None,
@@ -148,7 +137,7 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts, Tr
 
         Args:
             model_path: hub id or local folder with config, weights, tokenizer/processor files.
-            dtype: ``float32`` | ``bfloat16`` | ``float16``.
+            dtype: ``auto`` (:func:`resolve_dtype`: bf16 on CUDA, else fp32) | ``float32`` | ``bfloat16`` | ``float16``.
             attn_implementation: passed to ``from_pretrained`` (``sdpa``, ``eager``, ``flash_attention_2``).
             trust_remote_code: off unless the user asks; the HF-format families never need it.
             image_options: resize policy (long-side cap, min/max pixels); a mapping (YAML) overrides the family
@@ -161,14 +150,14 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts, Tr
             chat_template: a Jinja template (or a ``.jinja`` file) replacing the checkpoint's own.
             family_kwargs: family options (e.g. ``crop_to_patches`` for InternVL); unknown ones are an error.
         """
-        if dtype not in _DTYPES:
-            raise CorlError(f"adapter {self.name}: unknown dtype '{dtype}'; known: {', '.join(_DTYPES)}")
+        check_dtype(dtype, f"adapter {self.name}")
         if answer_format not in ANSWER_INSTRUCTIONS:
             raise CorlError(
                 f"unknown answer_format '{answer_format}'; known: {', '.join(ANSWER_INSTRUCTIONS)}"
             )
         self.model_path = str(model_path)
-        self.dtype = dtype
+        self.dtype = dtype  # as asked (may be "auto"); the weights' dtype is resolved_dtype(device)
+        self.loaded_device = "cpu"  # where load_model last put the weights: what torch_dtype resolves against
         self.attn_implementation = attn_implementation
         self.trust_remote_code = trust_remote_code
         self.image_options = image_options_from(
@@ -208,16 +197,21 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts, Tr
         return {}
 
     # ------------------------------------------------------------------ loading
+    def resolved_dtype(self, device: str) -> str:
+        """The weights' dtype on ``device`` (``auto`` resolved); ``torch_dtype``: on the last load's device."""
+        return resolve_dtype(self.dtype, device)
+
     @property
     def torch_dtype(self) -> torch.dtype:
         import torch
 
-        return getattr(torch, self.dtype)
+        return getattr(torch, self.resolved_dtype(self.loaded_device))
 
     def load_model(self, *, device: str = "cpu") -> PreTrainedModel:
-        """Load the weights (eval mode; the trainer calls ``.train()`` itself)."""
+        """Load the weights on ``device`` in :meth:`resolved_dtype` (eval mode; the trainer calls ``train()``)."""
         import transformers
 
+        self.loaded_device = str(device)
         auto = getattr(transformers, self.auto_model_class)
         kwargs: dict[str, Any] = {"dtype": self.torch_dtype, "trust_remote_code": self.trust_remote_code}
         if self.attn_implementation:

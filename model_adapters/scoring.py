@@ -141,7 +141,7 @@ class LogprobScoring:
         completion_width = batch.completion_ids.shape[1]
         inputs = {k: v.to(device) for k, v in batch.inputs.items()}
         if "pixel_values" in inputs and inputs["pixel_values"].is_floating_point():
-            inputs["pixel_values"] = inputs["pixel_values"].to(self.torch_dtype)
+            inputs["pixel_values"] = inputs["pixel_values"].to(weights_dtype(model, self.torch_dtype))
         mask = batch.completion_mask.to(device)
         if completion_width == 0:
             empty = torch.zeros((mask.shape[0], 0), device=device)
@@ -197,6 +197,14 @@ class LogprobScoring:
             )
         fixed = torch.where(bad, trainer_logprobs.detach().to(rollout_logprobs.dtype), rollout_logprobs)
         return fixed.masked_fill(~mask.bool(), 0.0), bad
+
+
+def weights_dtype(model: Any, fallback: torch.dtype) -> torch.dtype:
+    """The dtype ``model``'s floating weights are in (images are cast to it); ``fallback`` if it has none."""
+    for param in model.parameters():
+        if param.is_floating_point():
+            return param.dtype
+    return fallback
 
 
 def _final_hidden_states(model: Any, head: Any, inputs: dict[str, Any], keep: torch.Tensor) -> torch.Tensor:

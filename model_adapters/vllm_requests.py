@@ -38,11 +38,15 @@ class VLLMRequests:
                 request["mm_processor_kwargs"] = kwargs
         return request
 
-    def vllm_engine_kwargs(self, *, max_images_per_prompt: int = 1) -> dict[str, Any]:
-        """Extra ``vllm.LLM(...)`` arguments for this family (dtype, image limits, processor defaults)."""
+    def vllm_engine_kwargs(self, *, max_images_per_prompt: int = 1, device: str = "cpu") -> dict[str, Any]:
+        """Extra ``vllm.LLM(...)`` arguments for this family (dtype, image limits, processor defaults).
+
+        ``device``: where the engine builds (vLLM uses the process's CUDA device on a GPU); the adapter's
+        ``auto`` dtype is resolved for it, never passed on as vLLM's own ``auto`` (the checkpoint's dtype).
+        """
         kwargs: dict[str, Any] = {
             "model": self.model_path,
-            "dtype": self.dtype,
+            "dtype": self.resolved_dtype(device),  # type: ignore[attr-defined]
             "trust_remote_code": self.trust_remote_code,
         }
         if random_init_record(self.model_path) is not None:  # no weights on disk: the first sync brings them

@@ -40,9 +40,10 @@ def generate_and_score(
     from corl_vl.eval.benchmarks import get_spec
     from corl_vl.eval.generate import Generator, default_decoding
     from corl_vl.eval.loaders import load_benchmark
+    from model_adapters.dtypes import AUTO_DTYPE, resolve_dtype
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = args.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
+    dtype = resolve_dtype(args.dtype or AUTO_DTYPE, device)
     labels = getattr(args, "model_labels", None) or _labels(args.model)
     problems = {
         n: load_benchmark(n, _data_for(args, n, several), split=args.split, limit=args.limit) for n in names

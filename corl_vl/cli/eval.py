@@ -195,6 +195,7 @@ def _check_extractor(spec: str, names: list[str]) -> None:
 def _model_extractor(args: argparse.Namespace) -> Any:
     """The ``--extractor model:…`` extractor, loaded once per command; None for ``rules``."""
     from corl_vl.eval.scoring.model_extractor import ModelExtractor, parse_extractor
+    from model_adapters.dtypes import AUTO_DTYPE, resolve_dtype
 
     model = parse_extractor(args.extractor)
     if model is None:
@@ -206,7 +207,7 @@ def _model_extractor(args: argparse.Namespace) -> Any:
             engine=args.engine,
             device=device,
             batch_size=args.batch_size,
-            dtype=args.dtype or ("bfloat16" if device.startswith("cuda") else "float32"),
+            dtype=resolve_dtype(args.dtype or AUTO_DTYPE, device),
         )
     return args._extractor
 

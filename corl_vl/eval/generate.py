@@ -196,7 +196,7 @@ class Generator:
         device: torch device for the HF engine.
         batch_size: completions per ``generate`` call.
         max_long_side: image long-side cap (the paper: 1024).
-        dtype: weights dtype for the adapter.
+        dtype: weights dtype for the adapter (``auto``: bf16 on a CUDA device, else fp32).
         answer_format: the answer instruction (default: the adapter's, i.e. the training format).
     """
 
@@ -209,14 +209,16 @@ class Generator:
         device: str = "cpu",
         batch_size: int = 8,
         max_long_side: int = 1024,
-        dtype: str = "float32",
+        dtype: str = "auto",
         answer_format: str | None = None,
     ) -> None:
         from corl_vl.rollout import create_engine
+        from model_adapters.dtypes import resolve_dtype
         from model_adapters.images import ImageOptions
         from model_adapters.registry import create_adapter
 
         check_device(device)
+        dtype = resolve_dtype(dtype, device)  # the fingerprint names the dtype the weights run in
         self.model_name = model
         # what changes the responses besides the decoding settings (the cache fingerprint)
         self.setup: dict[str, Any] = {

@@ -26,6 +26,7 @@ from corl_vl.errors import CorlError
 from corl_vl.rollout.base import Completion, Rollout, cut_at_stop
 from corl_vl.rollout.sizing import stream_seed
 from corl_vl.rollout.weights import engine_state_dict
+from model_adapters.scoring import weights_dtype
 
 
 class NonFiniteLogits(CorlError):
@@ -155,7 +156,7 @@ class HFEngine:
         device = next(model.parameters()).device
         batch = {k: v.to(device) for k, v in self.adapter.generation_batch(rows).items()}
         if "pixel_values" in batch and batch["pixel_values"].is_floating_point():
-            batch["pixel_values"] = batch["pixel_values"].to(self.adapter.torch_dtype)
+            batch["pixel_values"] = batch["pixel_values"].to(weights_dtype(model, self.adapter.torch_dtype))
         greedy = temperature == 0
         processors: list[LogitsProcessor] = []
         if not greedy and temperature != 1.0:

@@ -74,7 +74,9 @@ def engine_kwargs(
     the T consecutive ranks ``corl_vl.train.placement`` aligned the agent's ranks to); ``engine_args`` override
     any of them."""
     kwargs: dict[str, Any] = {
-        **adapter.vllm_engine_kwargs(max_images_per_prompt=max_images_per_prompt),
+        **adapter.vllm_engine_kwargs(
+            max_images_per_prompt=max_images_per_prompt, device="cuda" if on_gpu else "cpu"
+        ),
         "logprobs_mode": "processed_logprobs",
         "seed": seed,
     }

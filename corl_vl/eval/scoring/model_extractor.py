@@ -142,7 +142,7 @@ class ModelExtractor:
         *,
         engine: str = "hf",
         device: str = "cpu",
-        dtype: str = "float32",
+        dtype: str = "auto",
         batch_size: int = 8,
         adapter: str | None = None,
     ) -> None:
