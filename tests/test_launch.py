@@ -140,15 +140,16 @@ def test_train_starts_one_process_per_agent_on_gpus_and_one_per_gpu_of_each_bloc
         {"agents": [{"model": "tiny-qwen2.5"}, {"model": "tiny-llama3"}], "distributed": {"deepspeed": ZERO2}}
     )
     assert self_launch_processes(cfg, 8, {}) == 8  # equal shares of every visible GPU
-    assert self_launch_processes(cfg, 1, {}) == 2  # the 1-GPU pair: two processes taking turns
+    with pytest.raises(CorlError, match="2 agents need at least 2 GPUs"):
+        self_launch_processes(cfg, 1, {})  # a DeepSpeed block each; without DeepSpeed the pair takes turns
     assert self_launch_processes(cfg, 0, {}) is None  # CPU: this process runs every agent
     assert self_launch_processes(cfg, 8, {"WORLD_SIZE": "8", "LOCAL_RANK": "0"}) is None  # already launched
     cfg.agents[0].gpus, cfg.agents[1].gpus = 3, 2
     assert self_launch_processes(cfg, 8, {}) == 5  # 3 GPUs left over (logged)
-    with pytest.raises(CorlError, match="ask for 5 GPUs, 4 are visible"):
+    with pytest.raises(CorlError, match="ask for 5 GPUs, the launch has 4"):
         self_launch_processes(cfg, 4, {})
     cfg.distributed.deepspeed = None
-    with pytest.raises(CorlError, match=r"agent tiny-qwen2\.5 asks for several GPUs"):
+    with pytest.raises(CorlError, match=r"agents\.0\.gpus: 3 GPUs for one agent need distributed\.deepspeed"):
         self_launch_processes(cfg, 8, {})  # several GPUs per agent train through DeepSpeed only
     cfg.agents[0].gpus = cfg.agents[1].gpus = None
     assert self_launch_processes(cfg, 8, {}) == 2  # no DeepSpeed file: one GPU per agent, 6 left over

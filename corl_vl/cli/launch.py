@@ -138,59 +138,28 @@ def self_launch_processes(cfg: Any, visible_gpus: int, env: Mapping[str, str]) -
     """How many processes ``corl-vl train`` starts on this node itself (None: this process runs the cohort).
 
     On a node with GPUs every agent runs in its own process(es), each agent in its own world
-    (:mod:`corl_vl.train.distributed`): with ``distributed.deepspeed`` and at least one GPU per agent, one process
-    per GPU of each agent's block (``agents[i].gpus``, else an equal share of the visible GPUs); otherwise one
-    process per agent, agent i on GPU i mod G, the agents that share a GPU taking turns. Nothing is started when
-    a launcher already did (torchrun variables), without GPUs, or for one agent on one GPU.
+    (:mod:`corl_vl.train.distributed`), laid out by :func:`corl_vl.plan.layout.process_layout` — the layout
+    ``corl-vl plan`` prices: without ``distributed.deepspeed`` one process per agent, agent i on GPU i mod G (the
+    agents that share a GPU take turns); with it a block of GPUs per agent, one process per GPU. Nothing is
+    started when a launcher already did (torchrun variables), without GPUs, or for one process.
     """
     if "WORLD_SIZE" in env or "LOCAL_RANK" in env or visible_gpus < 1:
         return None
-    n_agents = len(cfg.agents)
+    from corl_vl.plan.layout import process_layout
+
     asked = [a.gpus for a in cfg.agents]
-    if cfg.distributed.deepspeed and visible_gpus >= n_agents and (visible_gpus > 1 or n_agents > 1):
-        if None in asked:
-            return visible_gpus
-        if sum(asked) > visible_gpus:
-            raise CorlError(
-                f"agents[i].gpus: the agents ask for {sum(asked)} GPUs, {visible_gpus} are visible"
-            )
-        if sum(asked) < visible_gpus:
-            log.warning(
-                "agents[i].gpus use %d of %d visible GPUs; %d left over",
-                sum(asked),
-                visible_gpus,
-                visible_gpus - sum(asked),
-            )
-        return sum(asked)
-    if n_agents == 1:
+    layout = process_layout(len(cfg.agents), visible_gpus, asked, deepspeed=bool(cfg.distributed.deepspeed))
+    if len(layout.processes) == 1:
         return None
-    several = [cfg.agents[i].name for i, g in enumerate(asked) if g is not None and g > 1]
-    if several:
+    if layout.turns and not cfg.rollout.sleep_between_phases:
         raise CorlError(
-            f"agents[i].gpus: agent {several[0]} asks for several GPUs; an agent on several GPUs trains through "
-            "DeepSpeed: set distributed.deepspeed (e.g. configs/deepspeed/zero2.json)"
+            f"rollout.sleep_between_phases: false, but agents share a GPU and take turns ({visible_gpus} GPU(s)): "
+            "an engine that never sleeps keeps its memory, and the next agent's engine cannot start; set it to "
+            "true (the default) or give each agent its own GPU"
         )
-    if visible_gpus > n_agents:
-        log.info(
-            "%d GPUs visible, %d agents: one GPU each, %d left over (distributed.deepspeed gives each agent a "
-            "block of GPUs)",
-            visible_gpus,
-            n_agents,
-            visible_gpus - n_agents,
-        )
-    elif visible_gpus < n_agents:
-        if not cfg.rollout.sleep_between_phases:
-            raise CorlError(
-                f"rollout.sleep_between_phases: false, but {n_agents} agents share {visible_gpus} GPU(s) and take "
-                "turns: an engine that never sleeps keeps its memory, and the next agent's engine cannot start; "
-                "set it to true (the default) or give each agent its own GPU"
-            )
-        log.info(
-            "%d agents on %d GPU(s): one process per agent, the agents on one GPU take turns",
-            n_agents,
-            visible_gpus,
-        )
-    return n_agents
+    for line in layout.describe(cfg.agent_names()):
+        log.info("layout: %s", line)
+    return len(layout.processes)
 
 
 def self_launch_command(nproc: int, train_argv: Sequence[str], python: str) -> list[str]:
