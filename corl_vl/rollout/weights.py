@@ -16,14 +16,11 @@ from typing import Any
 def engine_state_dict(model: Any) -> dict[str, Any]:
     """``model.state_dict()``, with every active LoRA adapter merged into the weight it adapts (plain names)."""
     state = model.state_dict()
-    if "peft" not in sys.modules:  # no adapter exists unless peft was imported
-        return state
-    import torch
-    from peft.tuners.lora import LoraLayer
-
-    lora = {name: m for name, m in model.named_modules() if isinstance(m, LoraLayer)}
+    lora = lora_layers(model)
     if not lora:
         return state
+    import torch
+
     out: dict[str, Any] = {}
     for key, tensor in state.items():
         parts = key.split(".")
@@ -39,6 +36,15 @@ def engine_state_dict(model: Any) -> dict[str, Any]:
             tensor = _merged_weight(lora[owner], tensor, torch)
         out[f"{owner}.{rest}"] = tensor
     return out
+
+
+def lora_layers(model: Any) -> dict[str, Any]:
+    """``model``'s LoRA layers by module name (none unless peft was imported: no adapter exists without it)."""
+    if "peft" not in sys.modules:
+        return {}
+    from peft.tuners.lora import LoraLayer
+
+    return {name: m for name, m in model.named_modules() if isinstance(m, LoraLayer)}
 
 
 def _merged_weight(layer: Any, weight: Any, torch: Any) -> Any:

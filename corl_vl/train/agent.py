@@ -346,10 +346,14 @@ class Agent:
             if not self._engine_asleep:
                 self.engine.sleep()
             self.engine.wake(tags=["weights"])
-            # whole weights: under ZeRO-3 the module holds only partitions, which an engine that copies
-            # them (vLLM) would take for empty tensors
-            with self.backend.full_weights():
-                self.engine.sync_weights(self.model)
+            # under ZeRO-3 the module holds only partitions, which an engine that copies them (vLLM) would take
+            # for empty tensors: a streaming engine gathers one parameter at a time, any other gets them whole
+            gather = getattr(self.backend, "weight_gather", None)
+            if gather is not None and getattr(self.engine, "streams_weights", False):
+                self.engine.sync_weights(self.model, gather=gather)
+            else:
+                with self.backend.full_weights():
+                    self.engine.sync_weights(self.model)
             self.engine.wake(tags=["kv_cache"])
         self._engine_asleep = self._engine_stale = False
         self.sync_seconds += time.perf_counter() - t0

@@ -14,6 +14,7 @@ whichever backend runs.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import re
 import threading
@@ -118,6 +119,10 @@ class TrainingBackend(Protocol):
     ) -> float: ...
     def inference_weights(self) -> contextlib.AbstractContextManager[Any]: ...
     def full_weights(self) -> contextlib.AbstractContextManager[Any]: ...
+
+    # gathers given parameters whole (ZeRO-3); None: every parameter is whole on this rank already
+    weight_gather: Callable[[list[Any]], contextlib.AbstractContextManager[Any]] | None
+
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
     def save(self, folder: Path) -> None: ...
@@ -226,6 +231,8 @@ class TorchBackend:
 
     def full_weights(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()
+
+    weight_gather = None  # the weights are whole in this process
 
     def state_dict(self) -> dict[str, Any]:
         state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
@@ -348,11 +355,18 @@ class DeepSpeedBackend:
     def full_weights(self) -> contextlib.AbstractContextManager[Any]:
         """Every parameter whole on this rank: ZeRO-3 partitions them across the group, and generation and
         ``save_pretrained`` need the full tensors (a gather over the agent's group only)."""
+        gather = self.weight_gather
+        return contextlib.nullcontext() if gather is None else gather(list(self.model.parameters()))
+
+    @property
+    def weight_gather(self) -> Callable[[list[Any]], contextlib.AbstractContextManager[Any]] | None:
+        """ZeRO-3: a context making the given parameters whole (a collective: every group member gathers the same
+        ones in the same order); None when they are whole already. A streamed weight sync gathers one at a time."""
         if not self.zero3:
-            return contextlib.nullcontext()
+            return None
         import deepspeed  # optional: distributed runs only
 
-        return deepspeed.zero.GatheredParameters(list(self.model.parameters()), modifier_rank=None)
+        return functools.partial(deepspeed.zero.GatheredParameters, modifier_rank=None)
 
     def inference_weights(self) -> contextlib.AbstractContextManager[Any]:
         """Whole weights and *no* ZeRO-3 module hooks, for no-grad forwards (generation, scoring).
