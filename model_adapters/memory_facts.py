@@ -36,6 +36,7 @@ class ModelFacts:
     vision_intermediate: int = 0
     image_tokens: int = 0  # tokens one reference image adds to the language model's sequence
     vision_tokens: int = 0  # the vision tower's sequence length for that image (before merging/pooling)
+    zero3_sync_whole: bool = False  # the ZeRO-3 weight sync gathers the whole model (MemoryFacts hook)
 
 
 def memory_facts(
@@ -98,6 +99,9 @@ class MemoryFacts:
 
     # parameter-name prefixes of the vision tower and projector (family hook; empty for text models)
     vision_module_prefixes: tuple[str, ...] = ()
+    # family hook: True where transformers converts a weight on save (a converter, not a renaming), so the
+    # ZeRO-3 vLLM sync cannot stream it one parameter at a time (corl_vl.rollout.vllm_sync)
+    zero3_sync_whole: bool = False
 
     def image_token_counts(self, width: int, height: int, config: Any) -> tuple[int, int]:
         """Family hook: (tokens one ``width × height`` image adds to the language model's sequence, the vision
@@ -112,7 +116,9 @@ class MemoryFacts:
 
         config = AutoConfig.from_pretrained(self.model_path, trust_remote_code=self.trust_remote_code)
         total, vision = count_on_meta(self.auto_model_class, config, self.vision_module_prefixes)
-        facts = facts_from_config(config, total, vision, image)
+        facts = dataclasses.replace(
+            facts_from_config(config, total, vision, image), zero3_sync_whole=self.zero3_sync_whole
+        )
         if not self.supports_images:
             return facts
         llm, tower = self.image_token_counts(*image, config)

@@ -23,6 +23,7 @@ class Qwen3VLMoeAdapter(Qwen3VLAdapter):
 
     model_types = ("qwen3_vl_moe",)
     importance_ratio_cap = 2.0  # as the dense sizes: docs/training.md "Importance-ratio truncation"
+    zero3_sync_whole = True  # transformers' expert converter (a transpose check): no streamed ZeRO-3 sync
 
     def vllm_weights(self, name: str, tensor: Any) -> Iterable[tuple[str, Any]]:
         if name.endswith(_FUSED_EXPERTS) and tensor.dim() == 3:

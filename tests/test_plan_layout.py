@@ -3,6 +3,7 @@ computed by hand on the small model of tests/test_plan.py (1000 bf16 parameters:
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -93,8 +94,10 @@ def test_zero3_partition_sync_gather_and_init_transient_by_hand():
     assert a.items["gradient_partition"] == 500
     share = 3_865_470_566
     assert a.phases["rollout"] == static + share  # the partition stays through the rollout
-    # the sync: engine weights woken (2000) and every trainer weight gathered whole (2000)
-    assert a.phases["sync"] == static + ASLEEP + 2000 + 2000
+    # the sync: engine weights woken (2000) and, streamed, one trainer weight gathered at a time: the largest is
+    # the embedding, 50 × 8 elements (MLP 16 × 8, query 8 × 8, vision MLP 8 × 4) in bf16: 800
+    assert ar.largest_tensor(_facts(None)) == 400 and a.items["sync_gather"] == 800
+    assert a.phases["sync"] == static + ASLEEP + 2000 + 800
     # ZeRO-3 keeps no live gradients beyond its partition: activations 457600 + tail 5600 > the step's 1000
     assert a.phases["update"] == static + ASLEEP + 457_600 + 5600
     # deepspeed.initialize: the Torch optimizer's int16 low halves (2000) + the zero step's fp32 gradients
@@ -139,3 +142,16 @@ def test_phases_of_a_handmade_item_list():
     turns = ar.phase_peaks(items, takes_turns=True)
     assert (turns["rollout"], turns["sync"], turns["update"]) == (235 + 1000, 235 + 208, 818)
     assert ar.idle_bytes(items) == 10 + 100 + 100 + 8
+
+
+def test_the_zero3_sync_gathers_the_whole_model_where_it_cannot_stream():
+    zero3 = [f"distributed.deepspeed={ZERO3}"]
+    hf = plan_for_config(apply_overrides(_cfg("hf"), zero3), 8, 8 * GIB, facts_for=_facts)
+    assert hf.agents[0].items["sync_gather"] == 2000  # an HF engine: Agent.sync gathers everything at once
+    lora = apply_overrides(_cfg("vllm"), [*zero3, "agents.a.lora={r: 2}"])
+    assert plan_for_config(lora, 8, 8 * GIB, facts_for=_facts).agents[0].items["sync_gather"] == 2000
+    f = dataclasses.replace(
+        _facts(None), zero3_sync_whole=True
+    )  # a family converter (Qwen3-VL-MoE's experts)
+    assert ar.sync_gather(f, 2, ar.Sharding(4, 3), streamed=True) == 2000
+    assert ar.sync_gather(f, 2, ar.Sharding(4, 2), streamed=True) == 0  # ZeRO-2: the weights are whole

@@ -195,7 +195,7 @@ def agent_items(
         items["weights"] += f.parameters * w.weight_bytes // (s.ranks if s.zero_stage >= 3 else 1)
     else:
         trained = f.parameters - (f.vision_parameters if freeze_vision else 0)
-        largest = f.vocab * f.hidden  # the embedding (or LM head)
+        largest = f.vocab * f.hidden  # the embedding (or LM head): the largest the chunked step slices
         items = training_state(
             f.parameters, trained, w.weight_bytes, s, split=w.split_masters, largest=largest
         )
@@ -204,6 +204,27 @@ def agent_items(
     items["vision_activations"] = 0 if (freeze_vision or lora) else vision_activations(f, w)
     items["logprob_tail"] = logprob_tail(f, w, head_trained=not lora)
     return items
+
+
+def largest_tensor(f: ModelFacts) -> int:
+    """Elements of the model's largest single weight: the embedding or LM head (vocab × hidden), else an MLP
+    matrix (intermediate × hidden), the query projection or a vision-tower MLP matrix."""
+    return max(
+        f.vocab * f.hidden,
+        f.intermediate * f.hidden,
+        f.heads * f.head_dim * f.hidden,
+        f.vision_intermediate * f.vision_hidden,
+    )
+
+
+def sync_gather(f: ModelFacts, wb: int, s: Sharding, *, streamed: bool) -> int:
+    """What the weight sync into vLLM gathers beside the rank's ZeRO-3 partitions: one parameter at a time when
+    the sync streams (:mod:`corl_vl.rollout.vllm_sync`), so the largest one; the whole model where it cannot
+    (an HF engine, LoRA merging, a family converter: ``f.zero3_sync_whole``); nothing below ZeRO-3."""
+    if s.zero_stage < 3:
+        return 0
+    whole = not streamed or f.zero3_sync_whole
+    return (f.parameters if whole else largest_tensor(f)) * wb
 
 
 def reference_model(parameters: int, wb: int, *, beta: float, lora: bool) -> int:
@@ -279,7 +300,7 @@ def phase_peaks(items: dict[str, int], *, takes_turns: bool = False) -> dict[str
 
     ``rollout``: the engine awake (its whole share: vLLM fills it with KV cache) or HF generate's KV cache;
     ``sync``: at the start of a rollout the engine wakes its weights only (not the KV cache) and receives the
-    trainer's, which ZeRO-3 gathers whole (``sync_gather``); ``update``: :func:`update_peak`; ``init``:
+    trainer's, which ZeRO-3 gathers (``sync_gather``: one parameter at a time when the sync streams); ``update``: :func:`update_peak`; ``init``:
     ``deepspeed.initialize`` (:func:`init_transient`), once, before any engine starts. ``takes_turns``: the GPU
     is shared, so the masters and AdamW moments come back from host memory for the update only."""
     static = static_bytes(items)

@@ -148,7 +148,8 @@ def _agent_plan(cfg: Any, s: Settings, layout: ProcessLayout, index: int, f: Any
         "reference_model": ar.reference_model(f.parameters, wb, beta=cfg.grpo.beta, lora=lora),
         **trained,
         "init_transient": ar.init_transient(trained, f.parameters * wb, count, trained_wb, sharding),
-        "sync_gather": f.parameters * wb if sharding.zero_stage >= 3 else 0,  # ZeRO-3 gathers every weight
+        # vLLM's sync streams one gathered parameter at a time; LoRA merging and HF engines gather all
+        "sync_gather": ar.sync_gather(f, wb, sharding, streamed=cfg.rollout.engine != "hf" and not lora),
     }
     plan = AgentPlan(
         agent.name,
