@@ -17,8 +17,11 @@ The arithmetic is the textbook one, chunk by chunk: ``log_softmax(softcap(head(h
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from corl_vl.errors import CorlError
 
 if TYPE_CHECKING:
     import torch
@@ -26,11 +29,19 @@ if TYPE_CHECKING:
 # fp32 elements of one chunk's logits: ≈ 12 bytes each are live at the backward's peak (the log-softmax, the
 # logits' gradient, a cast of it), so 2**24 elements keep the chunk's share near 200 MB.
 CHUNK_ELEMENTS = 2**24
+# Forces the tokens per chunk (read at call time): to exercise several chunks at a tiny vocabulary, or to trade
+# the tail's memory for fewer head calls. Unset: the element budget above decides.
+CHUNK_TOKENS_ENV = "CORL_VL_LOGPROB_CHUNK_TOKENS"
 
 
 def chunk_tokens(vocab_size: int, chunk_elements: int | None = None) -> int:
-    """Tokens per chunk so that one chunk's logits hold at most ``chunk_elements`` values (default
-    :data:`CHUNK_ELEMENTS`, read at call time), at least 1 token."""
+    """Tokens per chunk: ``chunk_elements // vocab`` when given, else ``$CORL_VL_LOGPROB_CHUNK_TOKENS`` when set,
+    else so that one chunk's logits hold at most :data:`CHUNK_ELEMENTS` values (read at call time); at least 1."""
+    if chunk_elements is None and os.environ.get(CHUNK_TOKENS_ENV, "").strip():
+        forced = os.environ[CHUNK_TOKENS_ENV].strip()
+        if not forced.isdigit() or int(forced) < 1:
+            raise CorlError(f"{CHUNK_TOKENS_ENV}={forced!r}: expected a whole number of tokens >= 1 (or unset)")
+        return int(forced)
     return max(1, (chunk_elements or CHUNK_ELEMENTS) // max(1, vocab_size))
 
 
