@@ -132,7 +132,9 @@ def main(out: Path, even: bool) -> None:
     rank = dist.get_rank()
     # a collective one rank skips hangs the other: dump every thread's stack and exit rather than wait forever
     hang_log = (out / f"hang-{rank}.txt").open("w")
-    faulthandler.dump_traceback_later(float(os.environ.get("ZERO3_TAIL_HANG_S", "150")), exit=True, file=hang_log)
+    faulthandler.dump_traceback_later(
+        float(os.environ.get("ZERO3_TAIL_HANG_S", "150")), exit=True, file=hang_log
+    )
     try:
         seen = run(out, even)
     except Exception:  # the parent test reads the failure from the file
