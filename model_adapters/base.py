@@ -69,6 +69,7 @@ def resolve_dtype(dtype: str, device: str) -> str:
         return dtype
     return "bfloat16" if str(device).startswith("cuda") else "float32"
 
+
 __all__ = [
     "ANSWER_INSTRUCTIONS",
     "CompletionLogprobs",

@@ -9,7 +9,10 @@ tail's memory is bounded by the chunk, not by the completion length.
 A plain linear head (every supported family's) goes through the autograd function of :func:`_linear_tail`,
 whose backward adds the chunks' LM-head weight gradients into ONE buffer: left to autograd, each chunk's
 gradient is a full ``vocab × hidden`` tensor summed out of place, so two or three of them are alive at the
-peak. Any other head (a wrapped or sharded one) takes the generic path: activation checkpointing per chunk.
+peak; it sums them in fp32 and rounds to the head's dtype once (bf16 sums drop later chunks' shares). Under
+ZeRO-3 the whole tail is ONE call of the head module (:func:`_zero3_tail`): per chunk, each call would be an
+all-gather of the weight and an entry in ZeRO-3's trace, and ranks with other token counts would hang. Any
+other head (a wrapped one) takes the generic path: activation checkpointing per chunk.
 
 The arithmetic is the textbook one, chunk by chunk: ``log_softmax(softcap(head(h)).float() / T)``.
 """
