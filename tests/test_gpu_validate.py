@@ -143,6 +143,7 @@ def _turn_records(backend: str = "nccl") -> tuple[list[dict], list[str], dict]:
             "exit_code": 0,
             "control_plane": {**plane, "not_plain": []},
             "agent_world": {"backend": backend, "size": 1, "tensor_collectives": {f"all_reduce:{device}": 2}},
+            "offload": {"offloads": 2, "reloads": 1, "moved_gib": 3.5},
         }
         for r in (0, 1)
     ]
@@ -170,6 +171,9 @@ def test_the_pair_turns_verdict_needs_turns_in_order_json_only_and_tensors_on_th
     assert judge(ranks, log, metrics, 1, backend="gloo")["ok"]
     metrics["agent1"][0]["update/skipped"] = 1.0
     assert not judge(ranks, log, metrics, 1, backend="gloo")["ok"]
+    ranks, log, metrics = _turn_records()
+    ranks[0]["offload"]["reloads"] = 0  # the update ran without its state brought back
+    assert not judge(ranks, log, metrics, 1, backend="nccl")["offload_ok"]
 
 
 def test_the_pair_turns_memory_sits_next_to_the_plan_for_the_full_size_pair():
@@ -220,6 +224,7 @@ def test_the_pair_turns_section_runs_the_tiny_pair_as_two_processes_taking_turns
     assert result["control_plane_json_only"] and result["control_plane_exchanges"] > 0
     assert result["steps_logged"] == {"agent0": [0, 1], "agent1": [0, 1]}
     assert result["checkpoints_skipped"] == [1, 1] and result["memory"] is None  # CUDA counters: not on CPU
+    assert result["offload_ok"] and set(result["offloaded_gib"]) == {"agent0", "agent1"}
     assert "2 processes, gloo agent worlds, 10 turns in order: True" in printed
 
 

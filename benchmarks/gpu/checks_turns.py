@@ -7,7 +7,8 @@ function inside :mod:`turns_worker`'s probes. Each agent runs in its own world (
 what crosses agents goes through the JSON control plane; the two processes hand a baton back and forth.
 
 :func:`judge_turns` reads the records: the turns strictly one at a time, in the fixed order (build, then per step
-rollout and update, rank 0 before rank 1); the control plane carried only plain JSON values, the same exchanges on
+rollout and update, rank 0 before rank 1); each idle agent's state offloaded after its build and around each
+update; the control plane carried only plain JSON values, the same exchanges on
 both processes; every tensor of a collective was on the agent world's own device type; both agents logged every
 step with an update. On CUDA each process's peak memory (allocated, reserved), the GPU's peak while a turn ran
 (both processes), and ``corl-vl plan``'s figures for the same config (:func:`plan_summary`) sit side by side;
@@ -192,6 +193,20 @@ def judge_turns(
     )
     steps_ok = all(s == list(range(steps)) for s in logged.values())
     exited = all(r.get("exit_code") == 0 for r in ranks)
+    # the idle agent's state waits in host memory: out after its build, back and out again around each update
+    offloads = {r.get("agent", "?"): r.get("offload", {}) for r in ranks}
+    offload_ok = all(o.get("offloads") == steps + 1 and o.get("reloads") == steps for o in offloads.values())
+    verdicts = (
+        in_order,
+        json_only,
+        tensors_at_home,
+        own_worlds,
+        shared,
+        trained,
+        steps_ok,
+        exited,
+        offload_ok,
+    )
     return {
         "agents": agents,
         "backend": sorted({str(w["backend"]) for w in worlds}),
@@ -206,15 +221,10 @@ def judge_turns(
         "agent_worlds_ok": own_worlds,
         "steps_logged": logged,
         "checkpoints_skipped": [r.get("checkpoints_skipped") for r in ranks],
+        "offloaded_gib": {name: round(o.get("moved_gib", 0.0), 2) for name, o in offloads.items()},
+        "offload_ok": offload_ok,
         "seconds": [round(r.get("seconds", 0.0), 1) for r in ranks],
-        "ok": in_order
-        and json_only
-        and tensors_at_home
-        and own_worlds
-        and shared
-        and trained
-        and steps_ok
-        and exited,
+        "ok": all(verdicts),
     }
 
 

@@ -13,6 +13,7 @@ AdamW state, would write tens of GB onto a lent node's small disk; it is recorde
   allocated and reserved, and the whole GPU's used memory as it ends (both processes and their CUDA contexts);
 - every control-plane exchange (``ControlPlane.all_gather``): what it was for, its JSON size, and whether the
   value was plain JSON data (ids, answers, flags) before the plane serialised it;
+- the idle agent's state offloads (``TurnOffload``): how many, how many reloads, the bytes moved;
 - the agent's world: the backend ``init_process_group`` built, and the device of every tensor that entered a
   tensor collective (NCCL serves CUDA tensors only; gloo is the CPU's).
 
@@ -199,6 +200,21 @@ def probe_setup(record: dict[str, Any]) -> None:
     distributed.setup = setup
 
 
+def probe_offload(record: dict[str, Any]) -> None:
+    """Wrap ``TurnOffload.offload``: what the idle agent's state (fp32 masters, AdamW) moved to host memory."""
+    from corl_vl.train.offload import TurnOffload
+
+    inner = TurnOffload.offload
+
+    def offload(self: Any) -> int:
+        moved = inner(self)
+        done = record["offload"]
+        done.update(offloads=done["offloads"] + 1, reloads=self.turns, moved_gib=self.moved_bytes / GIB)
+        return moved
+
+    TurnOffload.offload = offload
+
+
 def skip_checkpoint(record: dict[str, Any]) -> None:
     from corl_vl.train import callbacks
 
@@ -219,12 +235,14 @@ def main(argv: list[str]) -> int:
         "control_plane": {"exchanges": 0, "bytes": 0, "purposes": {}, "order": [], "not_plain": []},
         "agent_world": {"backend": None, "size": None, "tensor_collectives": {}},
         "checkpoints_skipped": 0,
+        "offload": {"offloads": 0, "reloads": 0, "moved_gib": 0.0},
         "node_gpus": os.environ.get("CORL_VL_NODE_GPUS"),
     }
     probe_agent_world(record)  # before corl_vl imports torch.distributed's names
     probe_control_plane(record)
     probe_turns(record, out / "turns.log")
     probe_setup(record)
+    probe_offload(record)
     if "--no-checkpoint" in options:
         skip_checkpoint(record)
     from corl_vl.cli import main as cli

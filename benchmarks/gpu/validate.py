@@ -196,6 +196,7 @@ def turns_cell(r: dict[str, Any]) -> str:
     if memory is None:
         return cell + "; peak memory n/a on CPU"
     peaks = {n: a["peak_allocated_gib"] for n, a in memory["per_agent"].items()}
+    cell += f", offloaded between turns {json.dumps(r['offloaded_gib'])} GiB"
     planned = plan.get("error") or (
         f"{plan.get('device_peak_gib')} GiB, per agent {json.dumps(plan.get('per_agent_gib'))}"
         + (f", layout {plan['layout']}" if plan.get("layout") else "")
