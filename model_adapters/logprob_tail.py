@@ -9,7 +9,10 @@ tail's memory is bounded by the chunk, not by the completion length.
 A plain linear head (every supported family's) goes through the autograd function of :func:`_linear_tail`,
 whose backward adds the chunks' LM-head weight gradients into ONE buffer: left to autograd, each chunk's
 gradient is a full ``vocab × hidden`` tensor summed out of place, so two or three of them are alive at the
-peak. Any other head (a wrapped or sharded one) takes the generic path: activation checkpointing per chunk.
+peak; it sums them in fp32 and rounds to the head's dtype once (bf16 sums drop later chunks' shares). Under
+ZeRO-3 the whole tail is ONE call of the head module (:func:`_zero3_tail`): per chunk, each call would be an
+all-gather of the weight and an entry in ZeRO-3's trace, and ranks with other token counts would hang. Any
+other head (a wrapped one) takes the generic path: activation checkpointing per chunk.
 
 The arithmetic is the textbook one, chunk by chunk: ``log_softmax(softcap(head(h)).float() / T)``.
 """
@@ -17,8 +20,11 @@ The arithmetic is the textbook one, chunk by chunk: ``log_softmax(softcap(head(h
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from corl_vl.errors import CorlError
 
 if TYPE_CHECKING:
     import torch
@@ -26,11 +32,21 @@ if TYPE_CHECKING:
 # fp32 elements of one chunk's logits: ≈ 12 bytes each are live at the backward's peak (the log-softmax, the
 # logits' gradient, a cast of it), so 2**24 elements keep the chunk's share near 200 MB.
 CHUNK_ELEMENTS = 2**24
+# Forces the tokens per chunk (read at call time): to exercise several chunks at a tiny vocabulary, or to trade
+# the tail's memory for fewer head calls. Unset: the element budget above decides.
+CHUNK_TOKENS_ENV = "CORL_VL_LOGPROB_CHUNK_TOKENS"
 
 
 def chunk_tokens(vocab_size: int, chunk_elements: int | None = None) -> int:
-    """Tokens per chunk so that one chunk's logits hold at most ``chunk_elements`` values (default
-    :data:`CHUNK_ELEMENTS`, read at call time), at least 1 token."""
+    """Tokens per chunk: ``chunk_elements // vocab`` when given, else ``$CORL_VL_LOGPROB_CHUNK_TOKENS`` when set,
+    else so that one chunk's logits hold at most :data:`CHUNK_ELEMENTS` values (read at call time); at least 1."""
+    if chunk_elements is None and os.environ.get(CHUNK_TOKENS_ENV, "").strip():
+        forced = os.environ[CHUNK_TOKENS_ENV].strip()
+        if not forced.isdigit() or int(forced) < 1:
+            raise CorlError(
+                f"{CHUNK_TOKENS_ENV}={forced!r}: expected a whole number of tokens >= 1 (or unset)"
+            )
+        return int(forced)
     return max(1, (chunk_elements or CHUNK_ELEMENTS) // max(1, vocab_size))
 
 
@@ -62,17 +78,15 @@ def _chunk_outputs(
 
 
 def _linear_head(head: Any, hidden: torch.Tensor) -> bool:
-    """A plain ``nn.Linear`` over ``hidden``'s width (not a subclass with other weights), not managed by ZeRO-3
-    (``ds_id``): its weight is a shard outside the module's forward, gathered only when the module runs."""
+    """A plain ``nn.Linear`` over ``hidden``'s width (not a subclass with other weights)."""
     import torch
 
-    weight = getattr(head, "weight", None)
-    return (
-        type(head) is torch.nn.Linear
-        and getattr(weight, "ds_id", None) is None
-        and weight.dim() == 2
-        and weight.shape[1] == hidden.shape[-1]
-    )
+    if type(head) is not torch.nn.Linear:
+        return False
+    shape = getattr(
+        head.weight, "ds_shape", head.weight.shape
+    )  # a ZeRO-3 partition's own shape is not the weight's
+    return len(shape) == 2 and shape[1] == hidden.shape[-1]
 
 
 def token_logprobs(
@@ -93,7 +107,6 @@ def token_logprobs(
     Differentiable in ``hidden`` and the head's parameters when autograd is on.
     """
     import torch
-    from torch.utils.checkpoint import checkpoint
 
     if temperature <= 0:
         raise ValueError("temperature must be > 0")
@@ -104,11 +117,33 @@ def token_logprobs(
     trains = torch.is_grad_enabled() and (
         hidden.requires_grad or any(p.requires_grad for p in getattr(head, "parameters", list)())
     )
-    if trains and _linear_head(head, hidden):
-        picked, entropy, certainty = _linear_tail().apply(
-            hidden, head.weight, head.bias, targets, head, step, temperature, softcap, with_entropy
-        )
-        return (picked, entropy, certainty) if with_entropy else (picked, None, None)
+    options = {"step": step, "temperature": temperature, "softcap": softcap, "with_entropy": with_entropy}
+    if not _linear_head(head, hidden):
+        return _chunks(head, hidden, targets, trains=trains, **options)
+    if getattr(head.weight, "ds_id", None) is not None:
+        return _zero3_tail(head, hidden, targets, trains=trains, **options)
+    if not trains:
+        return _chunks(head, hidden, targets, trains=False, **options)
+    picked, entropy, certainty = _linear_tail().apply(
+        hidden, head.weight, head.bias, targets, head, step, temperature, softcap, with_entropy
+    )
+    return (picked, entropy, certainty) if with_entropy else (picked, None, None)
+
+
+def _chunks(
+    head: Callable[[torch.Tensor], torch.Tensor],
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    trains: bool,
+    step: int,
+    temperature: float,
+    softcap: float | None,
+    with_entropy: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """The generic path: the head per chunk, under autograd with activation checkpointing per chunk."""
+    import torch
+    from torch.utils.checkpoint import checkpoint
 
     def chunk(h: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         return _chunk_outputs(_chunk_log_softmax(head, h, temperature, softcap), t, with_entropy)
@@ -121,6 +156,41 @@ def token_logprobs(
     if not with_entropy:
         return picked, None, None
     return picked, torch.cat([p[1] for p in parts]), torch.cat([p[2] for p in parts])
+
+
+def _zero3_tail(
+    head: Any, hidden: torch.Tensor, targets: torch.Tensor, *, trains: bool, **options: Any
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """A ZeRO-3 head: the whole tail runs as ONE call of the head module, its chunks on the weight as gathered.
+
+    Why: each call of the module is one all-gather of its weight and one entry in ZeRO-3's module trace (and,
+    under autograd, one more of each in backward). Called per chunk, ranks that score different token counts
+    make different numbers of collectives and hang (measured: 2 gloo ranks, 5 chunks against 2). Called once,
+    ZeRO-3's own hooks gather the weight once forward and once backward, around the tail's own backward, so the
+    weight's gradient is produced while it is whole (as for any module)."""
+    import torch
+
+    weight, bias = head.weight, head.bias
+
+    def linear(h: torch.Tensor) -> torch.Tensor:  # the weight as gathered, without the module's hooks
+        return torch.nn.functional.linear(h, weight, bias)
+
+    def whole_tail(h: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if not trains:
+            return tuple(x for x in _chunks(linear, h, t, trains=False, **options) if x is not None)
+        o = options
+        return _linear_tail().apply(
+            h, weight, bias, t, linear, o["step"], o["temperature"], o["softcap"], o["with_entropy"]
+        )
+
+    head.forward = whole_tail  # for this one call: ZeRO-3's hooks wrap whatever ``forward`` the module has
+    try:
+        out = head(hidden, targets)
+    finally:
+        del head.forward
+    if not options["with_entropy"]:
+        return out[0], None, None
+    return out[0], out[1], out[2]
 
 
 @functools.cache
@@ -170,27 +240,66 @@ def _linear_tail() -> type:
             ctx: Any, g_picked: torch.Tensor | None, g_entropy: torch.Tensor | None, g_sc: torch.Tensor | None
         ) -> tuple[torch.Tensor | None, ...]:
             hidden, weight, bias, targets, entropy = ctx.saved_tensors
-            need_h, need_w, need_b = ctx.needs_input_grad[:3]
-            grad_h = torch.empty_like(hidden) if need_h else None
-            grad_w = torch.zeros_like(weight) if need_w else None  # the one buffer every chunk adds into
-            grad_b = torch.zeros_like(bias) if need_b else None
-            for start in range(0, hidden.shape[0], ctx.step):
-                stop = min(start + ctx.step, hidden.shape[0])
-                h = hidden[start:stop]
-                z = ctx.head(h)  # recomputed through the module, so its hooks see every chunk
-                grad_z = _logits_gradient(
-                    ctx, z, targets[start:stop], entropy, start, stop, g_picked, g_entropy, g_sc
-                ).to(weight.dtype)
-                del z
-                if grad_h is not None:
-                    grad_h[start:stop] = grad_z @ weight
-                if grad_w is not None:
-                    grad_w.addmm_(grad_z.t(), h.to(weight.dtype))
-                if grad_b is not None:
-                    grad_b.add_(grad_z.sum(0))
-            return grad_h, grad_w, grad_b, None, None, None, None, None, None
+            return _linear_tail_backward(
+                ctx, hidden, weight, bias, targets, entropy, g_picked, g_entropy, g_sc
+            )
 
     return LinearTail
+
+
+def _linear_tail_backward(
+    ctx: Any,
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: torch.Tensor,
+    entropy: torch.Tensor,
+    g_picked: torch.Tensor | None,
+    g_entropy: torch.Tensor | None,
+    g_sc: torch.Tensor | None,
+) -> tuple[torch.Tensor | None, ...]:
+    """The gradients of :class:`LinearTail`'s inputs, chunk by chunk.
+
+    The head's weight and bias gradients sum over every chunk in ONE fp32 buffer, rounded to the parameter's
+    dtype once at the end: summed in bf16, a total swamps each later chunk's share (its 8-bit significand drops
+    what is below half an ulp of the running sum), as the Torch backend's fp32 accumulation never does."""
+    import torch
+
+    need_h, need_w, need_b = ctx.needs_input_grad[:3]
+    grad_h = torch.empty_like(hidden) if need_h else None
+    grad_w = torch.zeros_like(weight, dtype=torch.float32) if need_w else None
+    grad_b = torch.zeros_like(bias, dtype=torch.float32) if need_b else None
+    for start in range(0, hidden.shape[0], ctx.step):
+        stop = min(start + ctx.step, hidden.shape[0])
+        h = hidden[start:stop]
+        # recomputed through the module (its hooks see every chunk); under ZeRO-3 on the gathered weight
+        z = ctx.head(h)
+        grad_z = _logits_gradient(
+            ctx, z, targets[start:stop], entropy, start, stop, g_picked, g_entropy, g_sc
+        ).to(weight.dtype)
+        del z
+        if grad_h is not None:
+            grad_h[start:stop] = grad_z @ weight
+        if grad_w is not None:
+            _add_outer(grad_w, grad_z, h.to(weight.dtype))
+        if grad_b is not None:
+            grad_b.add_(grad_z.sum(0, dtype=torch.float32))
+    grad_w = None if grad_w is None else grad_w.to(weight.dtype)  # the same buffer for an fp32 head
+    grad_b = None if grad_b is None else grad_b.to(bias.dtype)
+    return grad_h, grad_w, grad_b, None, None, None, None, None, None
+
+
+def _add_outer(acc: torch.Tensor, grad_z: torch.Tensor, h: torch.Tensor) -> None:
+    """``acc += grad_zᵀ h`` into the fp32 ``acc``. A low-precision chunk's product is formed in its own dtype (fast
+    matmul kernels) over slices of the vocabulary no larger than the chunk's logits, then added in fp32."""
+    import torch
+
+    if acc.dtype == grad_z.dtype:
+        acc.addmm_(grad_z.t(), h)
+        return
+    rows = max(1, grad_z.numel() // max(1, h.shape[1]))
+    for v in range(0, acc.shape[0], rows):
+        acc[v : v + rows].add_(torch.mm(grad_z[:, v : v + rows].t(), h))
 
 
 def _logits_gradient(

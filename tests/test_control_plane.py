@@ -34,14 +34,18 @@ def _cuda_only_backend() -> None:
 
 
 @pytest.fixture
-def cuda_only_world():
-    """A one-process default group with NCCL's device rule (CUDA tensors only)."""
+def cuda_only_group():
+    """A one-process group with NCCL's device rule (CUDA tensors only), beside whatever default group this
+    process already has (an in-process vLLM engine leaves one)."""
     _cuda_only_backend()
-    dist.init_process_group(CUDA_ONLY, store=dist.HashStore(), rank=0, world_size=1)
+    created = not dist.is_initialized()
+    if created:
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
-        yield
+        yield dist.new_group([0], backend=CUDA_ONLY)
     finally:
-        dist.destroy_process_group()
+        if created:
+            dist.destroy_process_group()
 
 
 def _together(n: int, fn) -> list:
@@ -94,28 +98,32 @@ def test_a_missing_peer_is_named_after_the_timeout_not_a_hang():
         plane.all_gather([], "the step's answers")
 
 
-def test_a_cpu_tensor_into_a_cuda_only_group_fails_as_nccl_does(cuda_only_world):
+def test_a_cpu_tensor_into_a_cuda_only_group_fails_as_nccl_does(cuda_only_group):
     """The rule every tensor collective of an agent's world follows on GPUs."""
     with pytest.raises(RuntimeError, match="No backend type associated with device type cpu"):
-        dist.all_reduce(torch.tensor([1.0]))
+        dist.all_reduce(torch.tensor([1.0]), group=cuda_only_group)
 
 
-def test_collectives_take_the_device_their_backend_serves(cuda_only_world, monkeypatch):
+def test_collectives_take_the_device_their_backend_serves(cuda_only_group, monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
-    assert collective_device() == torch.device("cuda", 3)  # NCCL-like: this process's GPU
+    assert collective_device(cuda_only_group) == torch.device("cuda", 3)  # NCCL-like: this process's GPU
     gloo = dist.new_group([0], backend="gloo")
     assert collective_device(gloo) == torch.device("cpu")
 
 
-def test_stop_votes_of_a_multi_process_run_never_send_a_tensor_into_the_agents_world(
-    cuda_only_world, tmp_path
-):
+def test_stop_votes_of_a_multi_process_run_never_send_a_tensor_into_a_collective(tmp_path, monkeypatch):
     """Non-finite, stall and signal votes go through the control plane. On the old single world they were CPU
-    tensors all-reduced over NCCL, which ended every GPU run at the end of step 1."""
+    tensors all-reduced over NCCL, which ended every GPU run at the end of step 1: here every collective
+    raises, as NCCL would for those tensors."""
     from corl_vl.train.callbacks import StallDetection
     from corl_vl.train.interrupts import StopRequest
     from corl_vl.train.nonfinite import NonFiniteStop
 
+    def refuse(*args, **kwargs):
+        raise AssertionError("a collective was called for a stop vote")
+
+    for name in ("all_reduce", "all_gather_object", "broadcast", "barrier", "all_gather"):
+        monkeypatch.setattr(dist, name, refuse)
     ctx = DistContext(0, 1, [[0]], 0, None, None, control=ControlPlane(dist.HashStore(), 0, 1))
 
     class Run:

@@ -145,7 +145,7 @@ def test_the_agent_wakes_weights_syncs_then_wakes_the_kv_cache(tmp_path, monkeyp
     from corl_vl.rollout.vllm_engine import VLLMEngine
 
     install(monkeypatch, tmp_path / "ledger")
-    adapter = create_adapter("tiny-qwen2.5")
+    adapter = create_adapter("tiny-qwen2.5", dtype="float32")  # on the fake GPU path "auto" would be bf16
     model = adapter.load_model().train()
     engine = VLLMEngine(adapter, max_model_len=256, sleep_level=2, gpu_memory_utilization=0.45)
     try:

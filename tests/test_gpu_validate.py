@@ -13,14 +13,15 @@ import pytest
 GPU_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu"
 sys.path.insert(0, str(GPU_DIR))
 
+import checks_turns  # noqa: E402
 import sections  # noqa: E402
 import validate  # noqa: E402
 
-HF_ONLY = ["pair_memory", "placement", "logprob_tail", "lora", "throughput", "hf_drift"]
+HF_ONLY = ["pair_memory", "pair_turns", "logprob_tail", "lora", "throughput", "hf_drift"]
 H200 = sections.ENVIRONMENTS["h200-image"]
 ALL_CODE = frozenset(
     sections.CODE
-)  # a checkout with issue #23's presets, placement and LoRA, and their checks
+)  # a checkout with issue #23's presets and LoRA, issue #39's process model, and their checks
 
 
 def test_h200_image_with_the_full_size_presets_runs_the_hf_sections_within_8_minutes():
@@ -42,15 +43,8 @@ def test_h200_image_with_the_full_size_presets_runs_the_hf_sections_within_8_min
 def test_this_checkout_names_what_each_gpu_section_still_lacks():
     plan = sections.make_plan(H200, sections.code_here(), sections.BY_NAME, budget_s=480)
     reasons = {s["section"]: s["reason"] for s in plan.skipped}
-    # the full-size presets, placement and LoRA are here (issue #23)
-    assert [s.name for s in plan.run] == [
-        "pair_memory",
-        "placement",
-        "logprob_tail",
-        "lora",
-        "throughput",
-        "hf_drift",
-    ]
+    # the full-size presets, LoRA (issue #23) and the process model (issue #39) are here
+    assert [s.name for s in plan.run] == HF_ONLY
     assert set(reasons) == {
         "sync",
         "drift",
@@ -100,7 +94,8 @@ def test_a_machine_described_in_a_file(tmp_path, capsys):
 def test_without_a_gpu_the_hf_sections_plan_their_tiny_subset():
     cpu = sections.Environment("cpu", 0, 0.0, frozenset({"torch", "transformers"}))
     plan = sections.make_plan(cpu, sections.code_here(), sections.BY_NAME, budget_s=1800)
-    assert [s.name for s in plan.run] == ["pair_memory", "logprob_tail", "throughput", "hf_drift"]
+    cpu_subset = ["pair_memory", "pair_turns", "logprob_tail", "throughput", "hf_drift"]
+    assert [s.name for s in plan.run] == cpu_subset
     assert sections.payload_models("hf_drift", on_gpu=False) == sections.TINY_FAMILIES
     assert sections.payload_models("pair_memory", on_gpu=True) == (
         "qwen2.5-vl-3b@random",
@@ -116,23 +111,121 @@ def test_the_logprob_tail_check_backpropagates_through_a_real_vocabulary_head():
     assert result["peak_above_model_gib"] is None  # a CUDA counter: not measured on CPU
 
 
-def test_the_dry_run_for_the_h200_image_lists_the_placement_check(capsys):
+def test_the_dry_run_for_the_h200_image_lists_the_pair_turns_check_within_the_budget(capsys):
     assert validate.main(["--dry-run", "--env", "h200-image"]) == 0
     out = capsys.readouterr().out
     running = out.split("would run:")[1].split("skipped:")[0]
-    assert "placement        ≈   90 s  both agents of the pair time-shared on one GPU" in running
+    assert "pair_turns       ≈  110 s  the pair as `corl-vl train` runs it on one GPU" in running
+    assert "placement  " not in out  # the one-process layout is no longer the GPU's
+    assert "estimated total: 480 s of a 480 s budget" in out
 
 
-@pytest.mark.slow  # two tiny VLM agents, two real steps on one injected device
-def test_the_placement_check_runs_the_tiny_pair_in_turns_on_cpu():
-    import checks_place
+def test_the_pair_turns_check_launches_corl_vl_train_as_it_starts_itself_on_one_gpu(tmp_path):
+    cmd = checks_turns.launch_command(tmp_path / "c.yaml", tmp_path)
+    assert cmd[:5] == [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    assert cmd[5:9] == [str(checks_turns.WORKER), str(tmp_path), "--no-checkpoint", "--"]
+    assert cmd[9:] == ["train", "--config", str(tmp_path / "c.yaml"), "--no-progress"]
+    (_, _, payload), *_ = validate.jobs("pair_turns", None, on_gpu=True)[0]
+    assert payload["models"] == [m + sections.RANDOM_SUFFIX for m in sections.PAIR]
+    size = (payload["dtype"], payload["k"], payload["max_new_tokens"], payload["steps"])
+    assert size == ("bfloat16", 2, 64, 2)
 
-    result = checks_place.placement(list(sections.TINY_PAIR), dtype="float32", max_new_tokens=4, steps=1)
-    assert result["ok"] and result["lanes"] == [[0, 1]]
-    assert set(result["offloaded_gib"]) == {"agent0", "agent1"} and min(result["offloaded_gib"].values()) > 0
-    assert [len(t) for t in result["turns"].values()] == [1, 1]
-    assert result["idle_gib"] == [None] and result["plan"] is None  # CUDA counters: not on CPU
-    assert "lanes [[0, 1]]" in validate.details("placement", result)
+
+def _turn_records(backend: str = "nccl") -> tuple[list[dict], list[str], dict]:
+    """Two processes' records of a good 1-step run, its turns log and its metrics."""
+    plane = {"exchanges": 3, "bytes": 90, "purposes": {}, "order": ["node names", "answers", "a barrier"]}
+    device = "cuda" if backend == "nccl" else "cpu"
+    ranks = [
+        {
+            "agent": f"agent{r}",
+            "takes_turns": True,
+            "shares_gpu_with": [0, 1],
+            "exit_code": 0,
+            "control_plane": {**plane, "not_plain": []},
+            "agent_world": {"backend": backend, "size": 1, "tensor_collectives": {f"all_reduce:{device}": 2}},
+            "offload": {"offloads": 2, "reloads": 1, "moved_gib": 3.5},
+        }
+        for r in (0, 1)
+    ]
+    log = [f"{w} {r} {label}" for r, label in checks_turns.expected_turns(1) for w in ("enter", "exit")]
+    metrics = {f"agent{r}": [{"step": 0, "update/skipped": 0.0}] for r in (0, 1)}
+    return ranks, log, metrics
+
+
+def test_the_pair_turns_verdict_needs_turns_in_order_json_only_and_tensors_on_the_agents_device():
+    judge = checks_turns.judge_turns
+    ranks, log, metrics = _turn_records()
+    good = judge(ranks, log, metrics, 1, backend="nccl")
+    assert good["ok"] and good["turns"][:3] == ["0:build", "1:build", "0:rollout 0"]
+    overlap = [log[0], log[2], log[1], log[3], *log[4:]]  # rank 1 entered while rank 0 built
+    assert not judge(ranks, overlap, metrics, 1, backend="nccl")["turns_in_order"]
+    swapped = [*log[:4], *log[6:8], *log[4:6], *log[8:]]  # rank 1's rollout before rank 0's
+    assert not judge(ranks, swapped, metrics, 1, backend="nccl")["ok"]
+    ranks[1]["control_plane"]["not_plain"] = ["answers: Tensor"]
+    assert not judge(ranks, log, metrics, 1, backend="nccl")["control_plane_json_only"]
+    ranks, log, metrics = _turn_records()
+    ranks[0]["agent_world"]["tensor_collectives"]["broadcast:cpu"] = 1  # a CPU tensor into the NCCL world
+    assert not judge(ranks, log, metrics, 1, backend="nccl")["tensors_on_agent_device"]
+    ranks, log, metrics = _turn_records("gloo")
+    assert not judge(ranks, log, metrics, 1, backend="nccl")["agent_worlds_ok"]
+    assert judge(ranks, log, metrics, 1, backend="gloo")["ok"]
+    metrics["agent1"][0]["update/skipped"] = 1.0
+    assert not judge(ranks, log, metrics, 1, backend="gloo")["ok"]
+    ranks, log, metrics = _turn_records()
+    ranks[0]["offload"]["reloads"] = 0  # the update ran without its state brought back
+    assert not judge(ranks, log, metrics, 1, backend="nccl")["offload_ok"]
+
+
+def test_the_pair_turns_memory_sits_next_to_the_plan_for_the_full_size_pair():
+    from corl_vl.config import config_from_dict
+
+    models = [m + sections.RANDOM_SUFFIX for m in sections.PAIR]
+    raw = checks_turns.pair_config(
+        models, Path("/nonexistent"), dtype="bfloat16", problems=2, k=2, max_new_tokens=64, steps=2
+    )
+    plan = checks_turns.plan_summary(config_from_dict(raw, "pair_turns"), 139 * 2**30)
+    assert plan["fits"] and 0 < plan["device_peak_gib"] < 139
+    assert set(plan["per_agent_gib"]) == {"agent0", "agent1"}
+    turn = {
+        "label": "update 0",
+        "peak_allocated_gib": 50.0,
+        "peak_reserved_gib": 55.0,
+        "end_reserved_gib": 20.0,
+    }
+    ranks = [
+        {
+            "agent": f"agent{r}",
+            "peak_allocated_gib": 50.0 - r,
+            "peak_reserved_gib": 56.0,
+            "device_name": "H200",
+            "turns": [{**turn, "device_used_gib": 40.0 + r}],
+        }
+        for r in (0, 1)
+    ]
+    memory = checks_turns.memory_summary(ranks)
+    assert memory["device_peak_gib"] == 76.0  # 41 used at rank 1's turn end + the 35 it released by then
+    result = {**checks_turns.judge_turns(*_turn_records(), 1, backend="nccl"), "self_launch_processes": 2}
+    cell = validate.details("pair_turns", {**result, "memory": memory, "plan": plan})
+    assert 'peak allocated per agent {"agent0": 50.0, "agent1": 49.0} GiB, GPU ≈ 76.0 GiB' in cell
+    assert f"plan: {plan['device_peak_gib']} GiB" in cell
+
+
+@pytest.mark.distributed
+@pytest.mark.slow  # torchrun, two processes with one tiny VLM agent each, two real steps
+def test_the_pair_turns_section_runs_the_tiny_pair_as_two_processes_taking_turns_on_cpu(tmp_path, capsys):
+    code = validate.main(["--sections", "pair_turns", "--out", str(tmp_path)])
+    printed = capsys.readouterr().out
+    report = json.loads(next(tmp_path.glob("*-cpu.json")).read_text())
+    assert code == 0 and report["ok"], printed
+    (result,) = report["results"]
+    assert result["models"] == list(sections.TINY_PAIR) and result["self_launch_processes"] == 2
+    assert result["backend"] == ["gloo"] and result["agent_worlds_ok"]  # each agent its own world
+    assert result["turns"] == [f"{r}:{label}" for r, label in checks_turns.expected_turns(2)]
+    assert result["control_plane_json_only"] and result["control_plane_exchanges"] > 0
+    assert result["steps_logged"] == {"agent0": [0, 1], "agent1": [0, 1]}
+    assert result["checkpoints_skipped"] == [1, 1] and result["memory"] is None  # CUDA counters: not on CPU
+    assert result["offload_ok"] and set(result["offloaded_gib"]) == {"agent0", "agent1"}
+    assert "2 processes, gloo agent worlds, 10 turns in order: True" in printed
 
 
 def test_the_table_shows_errors_in_one_line_and_names_skipped_models():

@@ -10,6 +10,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from corl_vl.data.problem import Problem
+from corl_vl.errors import CorlError
 from model_adapters import create_adapter, logprob_tail
 from model_adapters.logprob_tail import chunk_tokens, token_logprobs
 
@@ -50,6 +51,18 @@ def test_chunk_size_from_the_element_budget():
     assert chunk_tokens(151_936, 2**24) == 110
     assert chunk_tokens(262_208, 2**24) == 63
     assert chunk_tokens(10**9, 2**24) == 1  # never zero tokens
+
+
+def test_chunk_tokens_forced_by_the_environment(monkeypatch):
+    monkeypatch.delenv("CORL_VL_LOGPROB_CHUNK_TOKENS", raising=False)
+    assert chunk_tokens(151_936) == 110  # the default: the element budget
+    monkeypatch.setenv("CORL_VL_LOGPROB_CHUNK_TOKENS", "3")
+    assert chunk_tokens(151_936) == 3
+    assert chunk_tokens(50, 50 * 4) == 4  # an explicit budget (a caller's) still wins
+    for bad in ("0", "-2", "many"):
+        monkeypatch.setenv("CORL_VL_LOGPROB_CHUNK_TOKENS", bad)
+        with pytest.raises(CorlError, match="CORL_VL_LOGPROB_CHUNK_TOKENS"):
+            chunk_tokens(151_936)
 
 
 def _textbook(head, hidden, targets, temperature, softcap):

@@ -196,8 +196,10 @@ def test_offload_under_a_deepspeed_launch_is_refused():
     agents = [{"model": "tiny-qwen2.5"}, {"model": "tiny-llama3"}]
     cfg = config_from_dict({"agents": agents, "optimizer": {"offload": "cpu"}})
     backend = TorchBackend(_scalar_model(), NO_CLIP, lr=1e-3)
-    launch = SimpleNamespace(group_size=1, mpu=None, dp_group=None)
+    launch = SimpleNamespace(group_size=2, mpu=None, dp_group=None)
     with pytest.raises(
         CorlError, match=r"optimizer\.offload: cpu is the Torch backend's .*offload_optimizer"
     ):
         launch_backend(backend, cfg, launch)
+    alone = SimpleNamespace(group_size=1, mpu=None, dp_group=None)  # one process per agent, no DeepSpeed file
+    assert launch_backend(backend, cfg, alone) is backend  # the Torch backend, its offload included

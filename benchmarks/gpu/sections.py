@@ -51,13 +51,12 @@ SECTIONS: tuple[Section, ...] = (
         estimate_s=150,
     ),
     Section(
-        "placement",
-        "both agents of the pair time-shared on one GPU, optimizer state and masters offloaded "
-        "between turns: peak memory and step time",
-        gpus=1,
+        "pair_turns",
+        "the pair as `corl-vl train` runs it on one GPU: two processes taking turns (HF engine, full size, bf16, "
+        "each agent's own NCCL world, JSON control plane), 2 steps: peak memory next to `corl-vl plan`'s",
         gpu_memory_gib=80,
-        code=("random_presets", "placement", "placement_check"),
-        estimate_s=90,
+        code=("random_presets", "process_turns", "turns_check"),
+        estimate_s=110,
     ),
     Section(
         "logprob_tail",
@@ -159,24 +158,32 @@ def _check_exists(module: str, function: str) -> bool:
     return path.exists() and f"def {function}(" in path.read_text()
 
 
+def _module_has(module: str, text: str) -> bool:
+    """Whether ``module``'s source (found, not imported) contains ``text``."""
+    spec = importlib.util.find_spec(module)
+    origin = spec.origin if spec is not None else None
+    return origin is not None and text in Path(origin).read_text()
+
+
 # what a section may need from this checkout: (in words, for the skip line; detector)
 CODE: dict[str, tuple[str, Callable[[], bool]]] = {
     "random_presets": (
         "the full-size random presets (qwen2.5-vl-3b@random …, issue #23)",
         lambda: all(_preset_exists(p + RANDOM_SUFFIX) for p in PAIR),
     ),
-    "placement": (
-        "agents sharing one device (agents[i].devices, issue #23)",
-        lambda: _config_field("AgentConfig", "devices"),
+    "process_turns": (
+        "one process per agent taking turns on a shared GPU (corl_vl.train.device_turns, issue #39)",
+        lambda: _module_has("corl_vl.train.device_turns", "class DeviceTurns")
+        and _module_has("corl_vl.train.distributed", "NODE_GPUS_ENV"),
     ),
     "lora": (
         "LoRA and frozen parts (agents[i].lora, train.freeze, issue #23)",
         lambda: _config_field("AgentConfig", "lora") and _config_field("TrainConfig", "freeze"),
     ),
     "hf_checks": ("the HF-engine check (checks_hf.hf_agent)", lambda: _check_exists("checks_hf", "hf_agent")),
-    "placement_check": (
-        "the placement check (checks_place.placement)",
-        lambda: _check_exists("checks_place", "placement"),
+    "turns_check": (
+        "the pair-turns check (checks_turns.pair_turns)",
+        lambda: _check_exists("checks_turns", "pair_turns"),
     ),
     "agent_gpus": (
         "per-agent GPU counts (agents[i].gpus, issue #27)",

@@ -6,10 +6,10 @@
     python benchmarks/gpu/validate.py --sections hf_drift,sync --budget-s 300
 
 Sections (:mod:`sections`), in order: those that need only torch + transformers (+ peft) first —
-``pair_memory``, ``placement``, ``logprob_tail``, ``lora``, ``throughput``, ``hf_drift`` — then ``sync`` and
+``pair_memory``, ``pair_turns``, ``logprob_tail``, ``lora``, ``throughput``, ``hf_drift`` — then ``sync`` and
 ``drift`` (vLLM), ``torchrun`` (DeepSpeed, 2 GPUs), ``uneven_placement`` (DeepSpeed, 3 GPUs) and
 ``tp_rollout`` (vLLM + DeepSpeed, 2 GPUs). A section whose packages, GPUs or code (issue #23's
-full-size presets, placement, LoRA) are absent is skipped by name with the reason; it runs unchanged where they
+full-size presets, the process model, LoRA) are absent is skipped by name with the reason; it runs unchanged where they
 are present. Without a GPU the sections that can run on CPU run their tiny subset. Each check runs in its own
 subprocess (a crash or a leaked engine cannot spoil the next). Writes one JSON and one Markdown table into
 ``--out`` (default ``benchmarks/gpu/results``) and prints the table.
@@ -93,14 +93,15 @@ def jobs(section: str, args: argparse.Namespace, on_gpu: bool) -> tuple[list[Job
             else {"dtype": "float32", "problems": 2, "k": 2, "max_new_tokens": 8, "steps": 2}
         )
         return [("hf_agent", m, {"model": m, **size}) for m in payload_models(section, on_gpu)], []
-    if section == "placement":
+    if section == "pair_turns":
         size = (
             {"dtype": "bfloat16", "problems": 2, "k": 2, "max_new_tokens": 64, "steps": 2}
             if on_gpu
-            else {"dtype": "float32", "problems": 2, "k": 2, "max_new_tokens": 8, "steps": 2}
+            else {"dtype": "float32", "problems": 2, "k": 2, "max_new_tokens": 4, "steps": 2}
         )
+        size["timeout"] = 300  # the launch's own limit (run() keeps it under the budget left)
         models = list(payload_models(section, on_gpu))
-        return [("placement", " + ".join(models) + " on 1 device", {"models": models, **size})], []
+        return [("pair_turns", " + ".join(models) + ", 2 processes on 1 GPU", {"models": models, **size})], []
     if section == "logprob_tail":
         size = (
             {} if on_gpu else {"batch": 2, "tokens": 32, "vocab": 32_000, "hidden": 256, "dtype": "float32"}
@@ -140,16 +141,8 @@ def details(section: str, r: dict[str, Any]) -> str:
         peak = "n/a on CPU" if r.get("peak_memory_gib") is None else f"{r['peak_memory_gib']:.1f} GiB"
         plan = r.get("plan", {})
         return f"peak {peak}; plan: {plan.get('error') or json.dumps(plan)[:80]}"
-    if section == "placement":
-        idle, plan = r["idle_gib"][-1], r.get("plan") or {}
-        if idle is None:
-            return f"lanes {r['lanes']}, peak memory n/a on CPU, steps {[round(s, 1) for s in r['step_s']]} s"
-        peaks = {n: round(max(t["peak_gib"] for t in ts), 1) for n, ts in r["turns"].items()}
-        moved = {n: round(g, 1) for n, g in r["offloaded_gib"].items()}
-        return (
-            f"update peak per agent {json.dumps(peaks)} GiB, both idle {idle:.1f} GiB, offloaded {json.dumps(moved)} "
-            f"GiB, plan {plan.get('device_peak_gib', 0):.1f} GiB, steps {[round(s, 1) for s in r['step_s']]} s"
-        )
+    if section == "pair_turns":
+        return turns_cell(r)
     if section == "logprob_tail":
         peak = r.get("peak_above_model_gib")
         return (
@@ -189,6 +182,29 @@ def details(section: str, r: dict[str, Any]) -> str:
             f"same tokens on both ranks: {r['same_rollouts']}"
         )
     return f"steps {r.get('steps_logged')}"
+
+
+def turns_cell(r: dict[str, Any]) -> str:
+    """``pair_turns``' table cell: the layout's evidence, then memory next to the plan's (GPU only)."""
+    cell = (
+        f"{r['self_launch_processes']} processes, {'/'.join(r['backend'])} agent worlds, "
+        f"{len(r['turns'])} turns in order: {r['turns_in_order']}, {r['control_plane_exchanges']} control-plane "
+        f"exchanges, JSON only: {r['control_plane_json_only']}, tensors on the agent's device: "
+        f"{r['tensors_on_agent_device']}"
+    )
+    memory, plan = r.get("memory"), r.get("plan") or {}
+    if memory is None:
+        return cell + "; peak memory n/a on CPU"
+    peaks = {n: a["peak_allocated_gib"] for n, a in memory["per_agent"].items()}
+    cell += f", offloaded between turns {json.dumps(r['offloaded_gib'])} GiB"
+    planned = plan.get("error") or (
+        f"{plan.get('device_peak_gib')} GiB, per agent {json.dumps(plan.get('per_agent_gib'))}"
+        + (f", layout {plan['layout']}" if plan.get("layout") else "")
+    )
+    return (
+        f"{cell}; peak allocated per agent {json.dumps(peaks)} GiB, GPU ≈ {memory['device_peak_gib']} GiB "
+        f"(both processes); plan: {planned}"
+    )
 
 
 def markdown(results: list[dict[str, Any]], skipped: list[dict[str, str]], header: str) -> str:
@@ -238,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         import checks
         import checks_dist
         import checks_hf
-        import checks_place
+        import checks_turns
 
         fn = {
             "sync": checks.sync_order,
@@ -248,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             "tp_rollout": checks_dist.tp_rollout,
             "hf_agent": checks_hf.hf_agent,
             "logprob_tail": checks_hf.logprob_tail,
-            "placement": checks_place.placement,
+            "pair_turns": checks_turns.pair_turns,
             "lora": checks_hf.lora,
         }[args.run_one]
         Path(args.emit).write_text(json.dumps(fn(**json.loads(args.payload))))
@@ -291,7 +307,13 @@ def run(plan: Plan, env: Environment, args: argparse.Namespace, budget: float) -
                 )
                 continue
             if key not in done:
-                done[key] = run_isolated(check, payload, timeout=left)
+                # a check that launches processes stops them itself, before this limit would orphan them
+                capped = (
+                    {**payload, "timeout": min(payload["timeout"], left - 15)}
+                    if "timeout" in payload
+                    else payload
+                )
+                done[key] = run_isolated(check, capped, timeout=left)
             results.append({"section": section.name, "label": label, **done[key]})
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     stem = date if env.gpus else f"{date}-cpu"

@@ -92,6 +92,10 @@ def disable_shm_comm() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- engines
+# What DeepSpeed 0.19.8's ``DtypeEnum`` (runtime/config.py) reads as fp32
+_FP32_NAMES = ("fp32", "float32", "float", "torch.float32")
+
+
 def deepspeed_config(
     path: str, *, zero_stage: int | None, grad_clip: float, group_size: int, dtype: str = "float32"
 ) -> dict[str, Any]:
@@ -100,7 +104,9 @@ def deepspeed_config(
     The trainer owns: gradient clipping (``train.grad_clip``), the batch bookkeeping (one optimizer step per
     cohort step, however many micro-batches the step has), ``managed_gradient_accumulation: false`` — our
     update calls ``backward`` once per micro-batch and ``step`` once, so ``step`` must be the boundary — and
-    ``bf16``/``fp16`` ``"auto"``, which follow the dtype the agent's adapter loaded the model in.
+    ``bf16``/``fp16`` ``"auto"``, which follow the dtype the agent's adapter loaded the model in, and
+    ``data_types.grad_accum_dtype: "fp32"``: DeepSpeed's default sums a bf16 model's micro-batch gradients in bf16
+    (its gradient partitions), where the Torch backend and the logprob tail sum in fp32.
     An explicit value that contradicts the trainer is an error, not silently overridden.
     """
     try:
@@ -126,6 +132,13 @@ def deepspeed_config(
         raise CorlError(
             f"{path}: drop 'optimizer'/'scheduler' — each agent's AdamW and schedule come from train.*"
         )
+    data_types = ds.setdefault("data_types", {})
+    if data_types.get("grad_accum_dtype", "auto") not in ("auto", *_FP32_NAMES):
+        raise CorlError(
+            f"{path}: 'data_types.grad_accum_dtype' is set by corl-vl (to 'fp32': gradients sum in fp32, as "
+            'without DeepSpeed); use "auto" or drop it'
+        )
+    data_types["grad_accum_dtype"] = "fp32"
     for section, torch_dtype in (("bf16", "bfloat16"), ("fp16", "float16")):
         if isinstance(ds.get(section), dict) and ds[section].get("enabled") == "auto":
             ds[section]["enabled"] = dtype == torch_dtype
