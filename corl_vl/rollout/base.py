@@ -66,7 +66,9 @@ class RolloutEngine(Protocol):
 
     Optional attributes the trainer reads with a default: ``reads_trainer_weights`` (True: generation reads
     the trainer's module, whose weights ZeRO-3 must gather first; False for an engine with its own synced
-    copy), ``needs_weights`` (True after the engine dropped its weights: sync before the next generate).
+    copy), ``streams_weights`` (True: ``sync_weights`` takes a ZeRO-3 ``gather`` keyword and gathers one parameter
+    at a time, :mod:`corl_vl.rollout.vllm_sync`), ``needs_weights`` (True after the engine dropped its weights:
+    sync before the next generate).
     """
 
     def generate(

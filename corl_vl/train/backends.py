@@ -106,6 +106,8 @@ class TrainingBackend(Protocol):
     model: Any
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
+    # gathers given parameters whole (ZeRO-3); None: every parameter is whole on this rank already
+    weight_gather: Callable[[list[Any]], contextlib.AbstractContextManager[Any]] | None
 
     @property
     def train_module(self) -> Any:
@@ -119,10 +121,6 @@ class TrainingBackend(Protocol):
     ) -> float: ...
     def inference_weights(self) -> contextlib.AbstractContextManager[Any]: ...
     def full_weights(self) -> contextlib.AbstractContextManager[Any]: ...
-
-    # gathers given parameters whole (ZeRO-3); None: every parameter is whole on this rank already
-    weight_gather: Callable[[list[Any]], contextlib.AbstractContextManager[Any]] | None
-
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
     def save(self, folder: Path) -> None: ...
