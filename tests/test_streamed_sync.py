@@ -105,3 +105,17 @@ def test_lora_merging_falls_back_to_one_whole_gather():
         names = [n for n, _ in weights]
     assert zero3.gathers == 1 and zero3.most == len(zero3.full)
     assert names and not any("lora" in n for n in names)
+
+
+def test_tied_embeddings_stream_from_one_parameter_gathered_per_name():
+    # Gemma-3's real sizes tie the LM head to the embedding: two state-dict names, one ZeRO-3 parameter
+    adapter, model = _model("tiny-qwen2.5")
+    model.lm_head.weight = model.model.embed_tokens.weight
+    want = [(n, t.detach().clone()) for n, t in checkpoint_format_weights(model, adapter)]
+    assert {"lm_head.weight", "model.embed_tokens.weight"} <= {n for n, _ in want}
+    zero3 = FakeZero3(model)
+    with weights_for_sync(model, adapter, zero3.gather) as weights:
+        got = [(n, t.clone()) for n, t in weights]
+    assert zero3.most == 1 and zero3.gathers == len(want)  # the shared parameter once for each of its names
+    assert [n for n, _ in got] == [n for n, _ in want]
+    assert all(torch.equal(g, w) for (_, g), (_, w) in zip(got, want))
