@@ -46,8 +46,9 @@ def main(out: Path) -> None:
 
     from corl_vl.config import config_from_dict
     from corl_vl.data.synth import generate_problems, to_text_problem
-    from corl_vl.errors import CorlError
     from corl_vl.rollout.vllm_engine import VLLMEngine
+    from corl_vl.rollout.vllm_sync import checkpoint_format_weights, whole_weights
+    from corl_vl.rollout.weight_checksum import engine_checksum, trainer_checksum
     from corl_vl.train.agent import Agent
     from corl_vl.train.backends import launch_backend
     from corl_vl.train.distributed import setup
@@ -76,12 +77,10 @@ def main(out: Path) -> None:
     agent = Agent("qwen", adapter, model, problems, cfg, engine=engine)
     agent.backend = launch_backend(agent.backend, cfg, dist)
     gather = agent.backend.weight_gather
-    try:  # the check notices the engine still holds the files' weights
-        engine.check_weights(agent.model, gather)
-        stale_noticed = False
-    except CorlError:
-        stale_noticed = True
-    engine._failed = None  # the failed check marked the engine unusable; it only read weights
+    # the checksum before the sync: the engine still holds the files' weights
+    with whole_weights(agent.model, gather):
+        want = trainer_checksum(checkpoint_format_weights(agent.model, adapter))
+    stale_noticed = engine.llm.collective_rpc(engine_checksum) != [want]
     sizes: list[int] = []
     count_gathers(sizes)
     agent.sync()  # awake engine: syncs now, then weight_checksum checks it (a CorlError if they differ)
