@@ -251,7 +251,8 @@ def load_checkpoint(path: str | Path, cohort: Any, *, allow_unsafe: bool = False
     """Restore ``cohort`` (already built from the same config) from ``path``; returns the step to run next.
 
     Never runs code from the checkpoint; ``allow_unsafe`` (the user's own old checkpoint) lifts that for pickled
-    state written by older versions and for DeepSpeed files that need more than tensors. A damaged checkpoint
+    state written by older versions and for DeepSpeed files naming more than tensors and DeepSpeed's own data
+    classes (:mod:`corl_vl.train.deepspeed_files`). A damaged checkpoint
     (meta.json, weights or state files) is one :class:`CorlError` line naming the file.
     """
     path = Path(path)
