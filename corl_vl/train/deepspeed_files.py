@@ -69,10 +69,14 @@ def _installed_classes() -> list[type]:
 def _named_pairs(file: Path) -> set[tuple[str, str]]:
     """Every (module, name) the pickle's GLOBAL opcodes name, split as written (``a.b`` + ``c`` is not ``a`` +
     ``b.c``: the latter is an attribute walk that could reach another object)."""
+    pairs: set[tuple[str, str]] = set()
     with zipfile.ZipFile(file) as archive:
-        data = next(n for n in archive.namelist() if n.endswith("data.pkl"))
-        stream = io.BytesIO(archive.read(data))
-    return {tuple(arg.split(" ", 1)) for op, arg, _ in pickletools.genops(stream) if op.name == "GLOBAL"}
+        for data in (n for n in archive.namelist() if n.endswith("data.pkl")):  # every one, not a decoy first
+            stream = io.BytesIO(archive.read(data))
+            pairs |= {
+                tuple(arg.split(" ", 1)) for op, arg, _ in pickletools.genops(stream) if op.name == "GLOBAL"
+            }
+    return pairs
 
 
 def check_deepspeed_files(folder: Path, allow_unsafe: bool) -> None:
@@ -83,7 +87,11 @@ def check_deepspeed_files(folder: Path, allow_unsafe: bool) -> None:
         return
     for file in sorted(folder.rglob("*.pt")):
         check_pickle_globals(file, _DOTTED)  # anything else: refused, naming it
-        named = {pair for pair in _named_pairs(file) if ".".join(pair) in _DOTTED}
+        try:
+            pairs = _named_pairs(file)
+        except Exception as err:  # torch's reader accepted it, but another data.pkl in it is no pickle
+            raise CorlError(f"{file}: not a readable torch checkpoint file ({type(err).__name__})") from None
+        named = {pair for pair in pairs if ".".join(pair) in _DOTTED}
         if not named:
             continue
         odd = sorted(".".join(p) for p in named - DEEPSPEED_DATA_CLASSES)
