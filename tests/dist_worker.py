@@ -2,7 +2,7 @@
 plain process (the single-process reference). Not a test module itself (no ``test_`` prefix).
 
 Usage: ``python dist_worker.py OUT_DIR [--deepspeed JSON|none] [--max-steps N] [--save-every N] [--resume]
-[--gpus A,B] [--tp T] [--solo] [--engine hf|vllm] [--backend NAME] [--turns-log FILE] [--strict-vllm DIR]``
+[--gpus A,B] [--tp T] [--solo] [--engine hf|vllm] [--freeze PART,…] [--lora AGENT,…] [--backend NAME] [--turns-log FILE] [--strict-vllm DIR]``
 (optionally under ``torchrun --nproc_per_node=2``; the JSON defaults to ZeRO-2, ``none``: each agent's own Torch
 backend; steps to 2). ``--backend corl_vl_cuda_only`` builds each agent's world on a backend with NCCL's device rule
 (CUDA tensors only, gloo inside); ``--turns-log`` appends every turn a process takes on its (shared) GPU;
@@ -127,8 +127,10 @@ def config(
     tp: int = 1,
     solo: bool = False,
     engine: str = "auto",
+    freeze: tuple[str, ...] = (),
+    lora: tuple[str, ...] = (),
 ):
-    """The test cohort; ``solo``: qwen alone with TTRL's self-reward (a one-agent cohort), ``tp``: rollout TP,
+    """The test cohort; ``freeze``: train.freeze, ``lora``: the agents that train LoRA adapters (r 4); ``solo``: qwen alone with TTRL's self-reward (a one-agent cohort), ``tp``: rollout TP,
     ``engine``: rollout.engine (auto picks HF for these tiny models; vllm forces vLLM)."""
     from corl_vl.config import config_from_dict
 
@@ -151,9 +153,13 @@ def config(
             "plot": False,
             "output_dir": str(out / "run"),
             "seed": 0,
+            "freeze": list(freeze),
         },
         "distributed": {"deepspeed": str(ds_config) if distributed and ds_config else None},
     }
+    for agent in raw["agents"]:
+        if agent["name"] in lora:
+            agent["lora"] = {"r": 4, "alpha": 8}
     if solo:
         raw["agents"], raw["reward"] = raw["agents"][:1], {"name": "ttrl"}
     return config_from_dict(raw, "dist_worker")
@@ -180,6 +186,8 @@ def run_worker(
     engine: str = "auto",
     backend: str | None = None,
     utilization: float | None = None,
+    freeze: tuple[str, ...] = (),
+    lora: tuple[str, ...] = (),
 ) -> list[dict]:
     """Train; returns (and writes) one record per agent this process held."""
     import torch
@@ -217,7 +225,19 @@ def run_worker(
         state["cohort"] = cohort
 
     cfg = config(
-        out, distributed, ds_config, max_steps, save_every, models, problems_per_step, gpus, tp, solo, engine
+        out,
+        distributed,
+        ds_config,
+        max_steps,
+        save_every,
+        models,
+        problems_per_step,
+        gpus,
+        tp,
+        solo,
+        engine,
+        freeze,
+        lora,
     )
     if backend is not None:  # past the config's check of backend names: a test backend
         cfg.distributed.backend = backend
@@ -284,6 +304,8 @@ if __name__ == "__main__":
     parser.add_argument("--tp", type=int, default=1, help="rollout.tensor_parallel_size")
     parser.add_argument("--solo", action="store_true", help="one agent (qwen) with TTRL's self-reward")
     parser.add_argument("--engine", default="auto", help="rollout.engine: auto, hf or vllm")
+    parser.add_argument("--freeze", default="", help="train.freeze, comma-separated parts (e.g. lm_head)")
+    parser.add_argument("--lora", default="", help="the agents that train LoRA adapters, e.g. qwen")
     a = parser.parse_args()
     models = tuple(a.models.split(","))
     if a.backend == CUDA_ONLY:
@@ -308,4 +330,6 @@ if __name__ == "__main__":
         engine=a.engine,
         backend=a.backend,
         utilization=a.gpu_memory_utilization,
+        freeze=tuple(filter(None, a.freeze.split(","))),
+        lora=tuple(filter(None, a.lora.split(","))),
     )

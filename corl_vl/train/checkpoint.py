@@ -62,8 +62,9 @@ from corl_vl.train.checkpoint_layout import (  # noqa: F401 (latest_checkpoint â
     read_meta,
     remove_stale_temps,
 )
+from corl_vl.train.deepspeed_files import check_deepspeed_files
 from corl_vl.train.lora import ADAPTER_FOLDER, has_lora, load_adapters, save_adapters
-from corl_vl.train.safe_state import check_pickle_globals, has_state, load_legacy, load_state, save_state
+from corl_vl.train.safe_state import has_state, load_legacy, load_state, save_state
 from model_adapters.vllm_layout import apply_to_folder
 
 
@@ -250,7 +251,8 @@ def load_checkpoint(path: str | Path, cohort: Any, *, allow_unsafe: bool = False
     """Restore ``cohort`` (already built from the same config) from ``path``; returns the step to run next.
 
     Never runs code from the checkpoint; ``allow_unsafe`` (the user's own old checkpoint) lifts that for pickled
-    state written by older versions and for DeepSpeed files that need more than tensors. A damaged checkpoint
+    state written by older versions and for DeepSpeed files naming more than tensors and DeepSpeed's own data
+    classes (:mod:`corl_vl.train.deepspeed_files`). A damaged checkpoint
     (meta.json, weights or state files) is one :class:`CorlError` line naming the file.
     """
     path = Path(path)
@@ -334,23 +336,6 @@ def _save_distributed(run_dir: Path, cohort: Any) -> Path:
     return final
 
 
-# The classes DeepSpeed's own checkpoint files name besides torch's (its config, enums, loss scaler): plain
-# data objects that are rebuilt from their fields. Anything else in such a file is refused.
-DEEPSPEED_DATA_CLASSES = frozenset(
-    {"deepspeed.runtime.fp16.loss_scaler.LossScaler", "deepspeed.runtime.zero.config.ZeroStageEnum"}
-)
-
-
-def _check_deepspeed_files(folder: Path, allow_unsafe: bool) -> None:
-    """DeepSpeed unpickles its own files with ``weights_only=False``; first make sure each one names no callable
-    but torch's and DeepSpeed's data classes (read from the opcodes, nothing is loaded), so a crafted file is
-    refused before DeepSpeed touches it."""
-    if allow_unsafe:
-        return
-    for file in sorted(folder.rglob("*.pt")):
-        check_pickle_globals(file, DEEPSPEED_DATA_CLASSES)
-
-
 def _load_distributed(path: Path, meta: dict[str, Any], cohort: Any, allow_unsafe: bool = False) -> int:
     dist = cohort.dist
     if meta["agents"] != cohort.names or meta.get("world_size") != dist.world_size:
@@ -360,7 +345,7 @@ def _load_distributed(path: Path, meta: dict[str, Any], cohort: Any, allow_unsaf
         )
     folders = {a.name: agent_state_folder(path, a.name, meta.get("format", 1)) for a in cohort.agents}
     for folder in folders.values():  # every file DeepSpeed will unpickle, before it reads any
-        _check_deepspeed_files(folder / "deepspeed", allow_unsafe)
+        check_deepspeed_files(folder / "deepspeed", allow_unsafe)
     state = _read_state(path, "cohort_state", allow_unsafe)
     _check_cohort_state(path, meta, state, rng=False)  # each rank's RNG state is in rng/
     for agent in cohort.agents:
