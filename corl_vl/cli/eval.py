@@ -80,9 +80,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--scoring",
         default="official",
-        choices=("official", "verified"),
-        help="headline verdicts: the benchmark's official rules (default; comparable with published tables) or "
-        "verified (math equivalence); both overalls are always written (docs/grading.md)",
+        choices=("official", "verified", "quick-match"),
+        help="headline verdicts: the benchmark's official rules (default; comparable with published tables), "
+        "verified (math equivalence), or quick-match (MathVerse only: its --quick_match exact match in place of "
+        "its judge); both overalls are always written (docs/grading.md)",
     )
     p.add_argument(
         "--extraction",
@@ -270,6 +271,7 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from corl_vl.cli.grade import check_quick_match
     from corl_vl.eval.loaders import load_benchmark
     from corl_vl.eval.report import check_ids, overall_text, read_responses, write_outputs
     from corl_vl.io import check_output_path
@@ -278,6 +280,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CorlError("give either --responses (score existing responses) or --model (generate), not both")
     _check_flags(args)
     names = _benchmarks(args.benchmark)
+    check_quick_match(args.scoring, names)
     _check_extractor(args.extractor, names)
     several = len(names) > 1
     runs: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {}
