@@ -132,6 +132,16 @@ def test_cache_is_built_once(tmp_path, monkeypatch, tiny_checkpoint):
     assert adapter.load_model() is not None
 
 
+def test_a_text_model_warm_starts_on_the_text_rendering_whatever_the_view(tiny_checkpoint):
+    """Pictures are the default view; a text-only model reads them described in words (as in training)."""
+    spec = WarmStartSpec(
+        model=str(tiny_checkpoint("tiny-qwen2.5")), strong_skills=("read_chart",), labels_per_skill=4, steps=1
+    )
+    assert spec.text_view is False and all(p.images for p in labelled_pool(spec))
+    _, _, record = train_warm_start(spec)
+    assert record["labels_per_skill"] == {"read_chart": 4}
+
+
 def test_init_seed_starts_from_another_random_network_of_the_same_preset():
     """Warm-start seeds differ in their starting weights too (so a seed spread covers the bases' init)."""
     import torch

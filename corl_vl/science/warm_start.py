@@ -180,8 +180,12 @@ def train_warm_start(
     """
     import torch
 
+    from corl_vl.data.synth import to_text_problem
+
     adapter = _initial_adapter(spec)
     pool = labelled_pool(spec)
+    if not adapter.supports_images:  # a text model reads the pictures described in words, as in training
+        pool = [to_text_problem(p) if p.images else p for p in pool]
     if not pool:
         raise CorlError("warm start: no labelled problems (no strong skills and weak_fraction = 0?)")
     t0 = time.perf_counter()
