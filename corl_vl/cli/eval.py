@@ -8,8 +8,10 @@ Two modes:
 - generate, then score: ``--model PATH_OR_PRESET [--model …] --benchmark B|all [--data PATH] [--limit N]``
   with the paper's decoding defaults, through the training adapters and rollout engine; resumable.
 
-Scoring (docs/grading.md): ``--scoring official`` (default; each benchmark's published rules) or ``verified``
-(``--extraction lenient|strict`` + math equivalence) picks the headline; both overalls are always written.
+Scoring (docs/grading.md): ``--scoring official`` (default; each benchmark's published rules), ``verified``
+(``--extraction lenient|strict`` + math equivalence) or ``quick-match`` (MathVerse's ``--quick_match`` in place
+of its judge) picks the headline; both overalls are always written. ``--protocol co-rl`` fixes the paper's
+evaluation settings (decoding, budgets, images, samples, splits, prompt format, grader) and records them.
 ``--extractor model:PATH_OR_PRESET`` runs MathVista's / MathVerse's official extraction prompt through a local
 model (cached per record) instead of the rule-based extraction.
 
@@ -101,6 +103,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="official extraction: rules (default) or model:PATH_OR_PRESET, a local model running the "
         "benchmark's official extraction prompt (MathVista, MathVerse); cached per record",
     )
+    _add_generation_flags(p)
+    p.set_defaults(func=run)
+
+
+def _add_generation_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of generating responses (--model): decoding, images, loading, progress."""
     p.add_argument("--samples", type=int, help="responses per record (default 1; AMC 8: avg@8)")
     p.add_argument("--temperature", type=float, help="override the decoding temperature (0 = greedy)")
     p.add_argument("--top-p", type=float, help="override top-p")
@@ -115,7 +123,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, help="sampling seed (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
 
 
 def _benchmarks(values: list[str]) -> list[str]:
