@@ -260,8 +260,9 @@ class ExperimentConfig:
     @property
     def text_view(self) -> bool:
         """Problems shown as text (the picture in words) rather than pictures: one choice for the warm start,
-        the training problems and the held-out set alike."""
-        return bool(self.warm_start.get("text_view", True))
+        the training problems and the held-out set alike. Pictures unless ``warm_start.text_view: true`` asks
+        for the text ablation."""
+        return bool(self.warm_start.get("text_view", False))
 
 
 @dataclass

@@ -126,8 +126,8 @@ def check_choices(cfg: Any, bad: Any) -> None:
         if cfg.eval.split not in SPLITS:
             raise bad(
                 "eval.split",
-                f"synthetic validation data has the splits {', '.join(SPLITS)}, not '{cfg.eval.split}' (set "
-                "eval.split: test, knowing that selecting on test leaks, or eval.source to a validation file)",
+                f"synthetic data has the splits {', '.join(SPLITS)}, not '{cfg.eval.split}' (use "
+                "eval.split: validation, the default, or eval.source for a validation file of your own)",
             )
     spec = get_reward(cfg.reward.name)
     if spec.uses_peers and len(cfg.agents) < 2:

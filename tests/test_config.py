@@ -206,6 +206,10 @@ def test_every_shipped_config_loads():
 
 
 def test_synthetic_validation_split_is_checked_before_models_load():
-    with pytest.raises(CorlError, match=r"eval\.split: synthetic validation data has the splits train, test"):
-        load_config(TINY_COHORT, ["eval.every=1"])
+    # the default split, validation, exists: eval.every works without naming the (leaking) test split
+    assert load_config(TINY_COHORT, ["eval.every=1"]).eval.split == "validation"
+    with pytest.raises(
+        CorlError, match=r"eval\.split: synthetic data has the splits train, validation, test"
+    ):
+        load_config(TINY_COHORT, ["eval.every=1", "eval.split=dev"])
     assert load_config(TINY_COHORT, ["eval.every=1", "eval.split=test"]).eval.split == "test"

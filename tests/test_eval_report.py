@@ -77,10 +77,10 @@ def test_disagreement_categories():
 
 
 def test_report_says_which_number_to_quote_and_counts_disagreements():
-    # MathVerse official is an exact string match: "0.5" for gold "\frac{1}{2}" is right only when verified
+    # MathVerse's --quick_match is an exact string match: "0.5" for gold "\frac{1}{2}" is right only when verified
     problems = [Problem("1", "q", answer="\\frac{1}{2}"), Problem("2", "q", answer="3")]
     responses = {"1": ["The answer is 0.5."], "2": ["The answer is 3."]}
-    results, _ = score_responses("mathverse", problems, responses)
+    results, _ = score_responses("mathverse", problems, responses, scoring="quick-match")
     assert results["overall"] == results["overall_official"] == 0.5 and results["overall_verified"] == 1.0
     assert results["disagree_categories"] == {"verified accepts: same extraction, different comparison": 1}
     report = render_markdown({"model": {"mathverse": results}})

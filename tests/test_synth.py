@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from corl_vl.cli import main
-from corl_vl.data.synth import SIZE, SKILLS, generate_problems, to_text_problem, write_dataset
+from corl_vl.data.synth import SIZE, SKILLS, generate_problems, problem_split, to_text_problem, write_dataset
 from corl_vl.errors import CorlError
 
 ALL_SKILLS = {"count_shapes", "add_numbers", "compare_bars", "read_chart", "polygon_sides"}
@@ -150,6 +150,22 @@ def test_splits_are_disjoint():
     assert len(keys(test)) > 250  # test problems are varied, not a handful repeated
 
 
+def test_the_validation_split_never_holds_a_test_problem_and_leaves_train_and_test_as_they_were():
+    def keys(problems):
+        return {json.dumps([p.meta["skill"], p.meta["params"]], sort_keys=True) for p in problems}
+
+    validation = generate_problems(300, seed=0, split="validation")
+    test = generate_problems(300, seed=0, split="test")
+    assert keys(validation).isdisjoint(keys(test)) and len(keys(validation)) > 250
+    assert all(p.id.startswith("synth-validation-0-") for p in validation)
+    assert {problem_split(p.meta["skill"], p.meta["params"]) for p in validation} == {"train"}
+    # train and test are drawn exactly as before the validation split existed (pinned parameter draws)
+    first = {
+        s: json.dumps(generate_problems(1, seed=0, split=s)[0].meta["params"]) for s in ("train", "test")
+    }
+    assert first == PINNED_FIRST_DRAWS, first
+
+
 def test_splits_are_disjoint_even_for_a_tiny_parameter_space(monkeypatch):
     """Ten possible problems, drawn hundreds of times per split: only the split partition keeps them apart."""
     from corl_vl.data.synth_skills import Rendered, Skill
@@ -192,7 +208,7 @@ def test_bad_arguments():
     with pytest.raises(CorlError, match="unknown synthetic skill"):
         generate_problems(3, seed=0, skills=["juggling"])
     with pytest.raises(CorlError, match="unknown split"):
-        generate_problems(3, seed=0, split="validation")
+        generate_problems(3, seed=0, split="dev")
     assert [p.meta["skill"] for p in generate_problems(4, seed=0, skills=["read_chart"])] == [
         "read_chart"
     ] * 4
@@ -325,3 +341,13 @@ def test_systematic_mistakes_are_consistent_and_wrong(shapes):
     assert get_skill("read_chart").mistake is None
     with pytest.raises(CorlError, match="unknown synthetic skill"):
         get_skill("juggling")
+
+
+# The first train and test draws of seed 0, as generated before the validation split was added.
+PINNED_FIRST_DRAWS = {
+    "train": '{"target": ["triangle", "orange"], "objects": [[1, "triangle", "orange"], [8, "triangle", "green"], '
+    '[9, "triangle", "orange"], [12, "circle", "blue"], [13, "triangle", "orange"]]}',
+    "test": '{"target": ["circle", "purple"], "objects": [[0, "circle", "purple"], [2, "circle", "purple"], '
+    '[5, "triangle", "orange"], [6, "circle", "purple"], [9, "triangle", "green"], [10, "circle", "blue"], '
+    '[12, "square", "red"], [13, "circle", "purple"]]}',
+}

@@ -17,13 +17,12 @@ from corl_vl.train.validation import PeriodicEval
 
 
 def test_experiment_validation_asks_about_its_own_skills_in_its_own_view(tmp_path):
-    cfg = demo_config(["eval.every=1", "eval.split=test", "eval.limit=6"])
+    # the demo config validates as it is: the synthetic validation split, no test split named (issue #42)
+    cfg = demo_config(["eval.every=1", "eval.limit=6"])
     problems = PeriodicEval.from_config(SimpleNamespace(cfg=cfg), tmp_path).problems
     assert {p.meta["skill"] for p in problems} == {"figure_color", "ground_color"}
-    assert all(p.images for p in problems)
-    text = demo_config(
-        ["eval.every=1", "eval.split=test", "eval.limit=6", "experiment.warm_start.text_view=true"]
-    )
+    assert all(p.images for p in problems) and all(p.id.startswith("synth-validation-") for p in problems)
+    text = demo_config(["eval.every=1", "eval.limit=6", "experiment.warm_start.text_view=true"])
     assert not any(p.images for p in PeriodicEval.from_config(SimpleNamespace(cfg=text), tmp_path).problems)
 
 

@@ -6,6 +6,7 @@ Kept small (a text model, 80 steps) so it runs in well under a minute on one CPU
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -33,7 +34,9 @@ def test_pool_respects_label_availability():
     pool = labelled_pool(spec)
     skills = [p.meta["skill"] for p in pool]
     assert skills.count("read_chart") == 40 and skills.count("compare_bars") == 4
-    assert all(not p.images for p in pool)  # text view by default
+    assert all(p.images for p in pool)  # pictures by default (VLM first)
+    text = labelled_pool(dataclasses.replace(spec, text_view=True))  # the text ablation, on request
+    assert all(not p.images for p in text) and [p.id for p in text] == [p.id for p in pool]
     assert [p.id for p in labelled_pool(spec)] == [p.id for p in pool]  # deterministic by seed
     with pytest.raises(CorlError, match="both strong and weak"):
         labelled_pool(WarmStartSpec(model="m", strong_skills=("read_chart",), weak_skills=("read_chart",)))
@@ -97,11 +100,12 @@ def test_warm_start_learns_the_strong_skill_and_the_systematic_mistake(tiny_chec
         weak_error_rate=0.8,
         steps=80,
         lr=2e-3,
+        text_view=True,  # a text model reads the pictures described in words
     )
     adapter, model, record = train_warm_start(spec)
     assert record["last_loss"] < 0.2 * record["first_loss"], record["losses"]
     assert record["mistaken_labels"]["shape_color"] > 60 and "shape_sides" not in record["mistaken_labels"]
-    test = heldout_problems(24, ["shape_sides", "shape_color"], seed=0)
+    test = heldout_problems(24, ["shape_sides", "shape_color"], seed=0, text_view=True)
     result = evaluate(adapter, model, test, max_new_tokens=8)
     assert result.parsed > 0.9  # it learned the \boxed{} format
     colors = [p for p in test if p.meta["skill"] == "shape_color"]
@@ -113,7 +117,9 @@ def test_warm_start_learns_the_strong_skill_and_the_systematic_mistake(tiny_chec
 def test_cache_is_built_once(tmp_path, monkeypatch, tiny_checkpoint):
     base = str(tiny_checkpoint("tiny-qwen2.5"))
     monkeypatch.setenv("CORL_VL_CACHE", str(tmp_path))  # a fresh cache: the build must happen here
-    spec = WarmStartSpec(model=base, strong_skills=("read_chart",), labels_per_skill=8, steps=2)
+    spec = WarmStartSpec(
+        model=base, strong_skills=("read_chart",), labels_per_skill=8, steps=2, text_view=True
+    )
     path = ensure_warm_start(spec)
     assert path.parent == tmp_path / "warm_start" and path.name == spec.key()
     stamp = (path / "warm_start.json").stat().st_mtime_ns
@@ -124,6 +130,16 @@ def test_cache_is_built_once(tmp_path, monkeypatch, tiny_checkpoint):
 
     adapter = create_adapter(str(path))  # a normal checkpoint folder the cohort can load
     assert adapter.load_model() is not None
+
+
+def test_a_text_model_warm_starts_on_the_text_rendering_whatever_the_view(tiny_checkpoint):
+    """Pictures are the default view; a text-only model reads them described in words (as in training)."""
+    spec = WarmStartSpec(
+        model=str(tiny_checkpoint("tiny-qwen2.5")), strong_skills=("read_chart",), labels_per_skill=4, steps=1
+    )
+    assert spec.text_view is False and all(p.images for p in labelled_pool(spec))
+    _, _, record = train_warm_start(spec)
+    assert record["labels_per_skill"] == {"read_chart": 4}
 
 
 def test_init_seed_starts_from_another_random_network_of_the_same_preset():

@@ -61,6 +61,7 @@ _MATHY = re.compile(r"[\d\\=+\-*/^<>≤≥√π∞]")
 _LETTER_LIST = re.compile(r"^\(?[A-Za-z]\)?\s*(?:,|&|/|\band\b|\bor\b)\s*\(?[A-Za-z]\)?(?:[.),;]|\s|$)")
 #: Lenient steps that guess from unmarked prose; skipped when the response declines to answer.
 _GUESSES = frozenset({"option_phrase", "stated_value", "last_number", "math_verify"})
+GUESS_STEPS = _GUESSES  # steps that guess an answer from prose rather than read a marked one
 _NOT_MATH = re.compile(r"[^\x20-\x7e°π√−×÷≤≥≠∞·²³]")
 _WORD = re.compile(r"[A-Za-z]{2,}")  # a word outside LaTeX commands: "12 cm" has one, prose has several
 # \text{…} whole first ("\text{Evelyn}" is a LaTeX-wrapped answer), environment names with their command

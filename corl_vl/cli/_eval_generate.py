@@ -4,6 +4,7 @@ them as :mod:`corl_vl.cli.eval` scores response files."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +41,17 @@ def generate_and_score(
     from corl_vl.eval.benchmarks import get_spec
     from corl_vl.eval.generate import Generator, default_decoding
     from corl_vl.eval.loaders import load_benchmark
+    from corl_vl.eval.protocol import describe_split, split_for
     from model_adapters.dtypes import AUTO_DTYPE, resolve_dtype
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = resolve_dtype(args.dtype or AUTO_DTYPE, device)
     labels = getattr(args, "model_labels", None) or _labels(args.model)
-    problems = {
-        n: load_benchmark(n, _data_for(args, n, several), split=args.split, limit=args.limit) for n in names
-    }
+    protocol = getattr(args, "protocol_spec", None)
+    data = {n: _data_for(args, n, several) for n in names}
+    splits = {n: split_for(protocol, n, data[n], args.split) for n in names}
+    problems = {n: load_benchmark(n, data[n], split=splits[n], limit=args.limit) for n in names}
+    used: dict[tuple[str, str], dict[str, Any]] = {}  # (run, benchmark) → the decoding it generated with
     generated: dict[str, dict[str, dict[str, list[str]]]] = {n: {} for n in names}  # bench → run → responses
     for label, model in zip(labels, args.model):
         with Generator(
@@ -74,6 +78,13 @@ def generate_and_score(
                     max_new_tokens=args.max_new_tokens or _small_model_budget(generator, label),
                     seed=args.seed,
                 )
+                used[label, name] = (
+                    dataclasses.asdict(decoding)
+                    | {
+                        "max_long_side": args.max_long_side,
+                        "answer_format": generator.adapter.answer_format,  # the checkpoint's, unless --answer-format
+                    }
+                )
                 cache = args.output_dir / "generations" / label / f"{name}.jsonl"
                 generated[name][label] = generator.generate(
                     problems[name],
@@ -87,6 +98,12 @@ def generate_and_score(
             torch.cuda.empty_cache()
     runs: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {}
     for name in names:
-        for label, pair in _score_sets(name, problems[name], generated[name], args).items():
-            runs.setdefault(label, {})[name] = pair
+        split = describe_split(name, data[name], splits[name], len(problems[name]))
+        for label, (results, records) in _score_sets(name, problems[name], generated[name], args).items():
+            results["split"] = split
+            if (label, name) in used:
+                results["decoding"] = used[label, name]
+            if protocol is not None:
+                results["protocol"] = protocol.record()
+            runs.setdefault(label, {})[name] = (results, records)
     return runs

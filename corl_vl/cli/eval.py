@@ -8,8 +8,10 @@ Two modes:
 - generate, then score: ``--model PATH_OR_PRESET [--model …] --benchmark B|all [--data PATH] [--limit N]``
   with the paper's decoding defaults, through the training adapters and rollout engine; resumable.
 
-Scoring (docs/grading.md): ``--scoring official`` (default; each benchmark's published rules) or ``verified``
-(``--extraction lenient|strict`` + math equivalence) picks the headline; both overalls are always written.
+Scoring (docs/grading.md): ``--scoring official`` (default; each benchmark's published rules), ``verified``
+(``--extraction lenient|strict`` + math equivalence) or ``quick-match`` (MathVerse's ``--quick_match`` in place
+of its judge) picks the headline; both overalls are always written. ``--protocol co-rl`` fixes the paper's
+evaluation settings (decoding, budgets, images, samples, splits, prompt format, grader) and records them.
 ``--extractor model:PATH_OR_PRESET`` runs MathVista's / MathVerse's official extraction prompt through a local
 model (cached per record) instead of the rule-based extraction.
 
@@ -34,6 +36,7 @@ _FOLDER_ALIASES = {"wemath": ("we-math", "We-Math"), "mathvision": ("math-v", "M
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from corl_vl.eval.benchmarks import BENCHMARKS
+    from corl_vl.eval.protocol import PROTOCOLS
 
     p = subparsers.add_parser(
         "eval",
@@ -43,9 +46,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--benchmark",
-        required=True,
         action="append",
-        help=f"one of {', '.join(BENCHMARKS)}, or all / vision / text; repeat or comma-separate for several",
+        help=f"one of {', '.join(BENCHMARKS)}, or all / vision / text; repeat or comma-separate for several "
+        "(required, except with --protocol: its benchmarks)",
+    )
+    p.add_argument(
+        "--protocol",
+        choices=tuple(PROTOCOLS),
+        help="a paper's evaluation settings in one flag: co-rl = the Co-RL paper's App. D.5 (decoding, budgets, "
+        "image size, samples, splits, prompt format, grader; docs/evaluation.md); recorded in the report",
     )
     p.add_argument("--data", type=Path, help="local benchmark folder or annotation file (default: the hub)")
     p.add_argument("--split", help="benchmark split (default: testmini for the vision benchmarks)")
@@ -79,23 +88,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--tie-policy", default="first", choices=("first", "none"), help="ensemble ties")
     p.add_argument(
         "--scoring",
-        default="official",
-        choices=("official", "verified"),
-        help="headline verdicts: the benchmark's official rules (default; comparable with published tables) or "
-        "verified (math equivalence); both overalls are always written (docs/grading.md)",
+        choices=("official", "verified", "quick-match"),
+        help="headline verdicts: the benchmark's official rules (default; comparable with published tables), "
+        "verified (math equivalence), or quick-match (MathVerse only: its --quick_match exact match in place of "
+        "its judge); both overalls are always written (docs/grading.md)",
     )
     p.add_argument(
         "--extraction",
-        default="lenient",
         choices=("strict", "lenient"),
         help="answer extraction for verified scoring (default lenient: free prose too; strict: markers only)",
     )
     p.add_argument(
         "--extractor",
-        default="rules",
         help="official extraction: rules (default) or model:PATH_OR_PRESET, a local model running the "
         "benchmark's official extraction prompt (MathVista, MathVerse); cached per record",
     )
+    _add_generation_flags(p)
+    p.set_defaults(func=run)
+
+
+def _add_generation_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of generating responses (--model): decoding, images, loading, progress."""
     p.add_argument("--samples", type=int, help="responses per record (default 1; AMC 8: avg@8)")
     p.add_argument("--temperature", type=float, help="override the decoding temperature (0 = greedy)")
     p.add_argument("--top-p", type=float, help="override top-p")
@@ -110,7 +123,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, help="sampling seed (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
 
 
 def _benchmarks(values: list[str]) -> list[str]:
@@ -234,6 +246,7 @@ _GENERATION = {
     "adapter": None,
 }
 _LOADING = {"engine": "hf", "device": None, "dtype": None, "batch_size": 8}
+_SCORING = {"scoring": "official", "extraction": "lenient", "extractor": "rules"}
 
 
 def _flag(dest: str) -> str:
@@ -247,7 +260,11 @@ def _check_flags(args: argparse.Namespace) -> None:
     from corl_vl.eval.scoring.model_extractor import parse_extractor
 
     if args.responses:
-        applies = _GENERATION if parse_extractor(args.extractor) is not None else {**_GENERATION, **_LOADING}
+        applies = (
+            _GENERATION
+            if parse_extractor(args.extractor or "rules") is not None
+            else {**_GENERATION, **_LOADING}
+        )
         given = [dest for dest in applies if getattr(args, dest) is not None]
         if given:
             raise CorlError(
@@ -262,22 +279,46 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise CorlError(f"--temperature must be a finite number ≥ 0 (0 = greedy), got {args.temperature}")
     if args.top_p is not None and not (math.isfinite(args.top_p) and 0 < args.top_p <= 1):
         raise CorlError(f"--top-p must be in (0, 1], got {args.top_p}")
-    for dest, default in {**_GENERATION, **_LOADING}.items():
+    for dest, default in {**_GENERATION, **_LOADING, **_SCORING}.items():
         if getattr(args, dest) is None:
             setattr(args, dest, default)
     if args.device is not None:
         check_device(args.device)
 
 
+def _use_protocol(args: argparse.Namespace) -> None:
+    """``--protocol``: fix its settings (refusing a flag that would change one); else --benchmark is needed."""
+    from corl_vl.eval.protocol import apply_protocol, get_protocol
+
+    name = getattr(args, "protocol", None)
+    args.protocol_spec = None
+    if name is None:
+        if not args.benchmark:
+            raise CorlError("--benchmark is required (or --protocol co-rl, which names its benchmarks)")
+        return
+    if args.responses:
+        raise CorlError(
+            f"--protocol {name} generates responses with the paper's settings; give --model (or score "
+            "--responses without --protocol)"
+        )
+    protocol = get_protocol(name)
+    given = [dest for dest in protocol.flags if getattr(args, dest, None) is not None]
+    apply_protocol(protocol, args, given)
+    args.protocol_spec = protocol
+
+
 def _run(args: argparse.Namespace) -> int:
+    from corl_vl.cli.grade import check_quick_match
     from corl_vl.eval.loaders import load_benchmark
     from corl_vl.eval.report import check_ids, overall_text, read_responses, write_outputs
     from corl_vl.io import check_output_path
 
     if bool(args.responses) == bool(args.model):
         raise CorlError("give either --responses (score existing responses) or --model (generate), not both")
+    _use_protocol(args)
     _check_flags(args)
     names = _benchmarks(args.benchmark)
+    check_quick_match(args.scoring, names)
     _check_extractor(args.extractor, names)
     several = len(names) > 1
     runs: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {}

@@ -47,8 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--scoring",
         default="verified",
-        choices=("verified", "official"),
-        help="verified (default; math equivalence) or official (the --benchmark's published rules)",
+        choices=("verified", "official", "quick-match"),
+        help="verified (default; math equivalence), official (the --benchmark's published rules) or quick-match "
+        "(MathVerse's --quick_match exact match in place of its judge)",
     )
     p.add_argument(
         "--benchmark", help="benchmark whose official rules --scoring official applies (e.g. mathvista)"
@@ -103,8 +104,19 @@ def _official_scorer(args: argparse.Namespace) -> Any:
             )
         return None
     if args.benchmark is None:
-        raise CorlError("--scoring official needs --benchmark NAME (whose published rules to apply)")
-    return get_scorer(args.benchmark, scoring="official", extraction=args.extraction)
+        raise CorlError(f"--scoring {args.scoring} needs --benchmark NAME (whose published rules to apply)")
+    check_quick_match(args.scoring, [args.benchmark])
+    return get_scorer(args.benchmark, scoring=args.scoring, extraction=args.extraction)
+
+
+def check_quick_match(scoring: str, benchmarks: list[str]) -> None:
+    """``quick-match`` changes only MathVerse's official judge; refuse it for anything else (it would be ignored)."""
+    other = [b for b in benchmarks if b != "mathverse"]
+    if scoring == "quick-match" and other:
+        raise CorlError(
+            f"--scoring quick-match replaces MathVerse's official judge by its --quick_match rule; {other[0]} has "
+            "one official rule: use --scoring official"
+        )
 
 
 def run(args: argparse.Namespace) -> int:

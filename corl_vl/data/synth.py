@@ -7,7 +7,12 @@ text-only rendering (``meta["text_question"]``) with the picture described in wo
 
 Splits are disjoint by construction: a parameter draw belongs to ``test`` when the hash of
 ``(skill, params)`` falls in the test quarter of the hash space, else to ``train``; each split keeps only
-draws of its own kind, so the same problem can never appear in both, whatever the seeds.
+draws of its own kind, so the same problem can never appear in both, whatever the seeds. ``validation`` (what
+``eval.every`` validates on, and selects checkpoints on) draws from the train side with its own random stream:
+never a test problem, so choosing on it cannot leak into the reported test numbers, and ``train`` and
+``test`` stay exactly what they were (every cached warm start and held-out set is unchanged). It can share a
+parameter draw with a training problem only by chance (each skill has thousands of train-side draws), and
+label-free training never reads a label.
 """
 
 from __future__ import annotations
@@ -30,7 +35,12 @@ from corl_vl.data.synth_skills import SIZE, SKILLS, Params, Skill
 from corl_vl.errors import CorlError
 from corl_vl.io import atomic_dir
 
-SPLITS = ("train", "test")
+SPLITS = ("train", "validation", "test")
+_REGION = {
+    "train": "train",
+    "validation": "train",
+    "test": "test",
+}  # the side of the hash space each draws from
 # Opt-in skills (named explicitly): the single-shape pair and the pixel skills of the toy experiment.
 EXTRA_SKILLS: dict[str, Skill] = {**_SHAPE_SKILLS, **PIXEL_SKILLS}
 _TEST_SHARE = 4  # one hash bucket in four belongs to test
@@ -107,7 +117,7 @@ def generate_problems(
         rng = random.Random(f"corl-vl-synth:{seed}:{split}:{i}")
         for _ in range(_MAX_DRAWS):
             params = skill.sample(rng)
-            if problem_split(skill.name, params) == split:
+            if problem_split(skill.name, params) == _REGION[split]:
                 break
         else:  # pragma: no cover - each draw is test with odds 1/4: 10k misses cannot happen
             raise CorlError(f"could not draw a {split} problem for skill {skill.name}")

@@ -42,7 +42,7 @@ def ensemble_record(
         problem.id,
         list(pooled),
         extracted,
-        [official if scorer.scoring == "official" else verified],
+        [verified if scorer.scoring == "verified" else official],
         vote=label,
         vote_share=result.share,
         ensemble=True,

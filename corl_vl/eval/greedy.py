@@ -43,9 +43,10 @@ class HeldoutResult:
 
 
 def heldout_problems(
-    n_per_skill: int, skills: Sequence[str], *, seed: int = 0, text_view: bool = True
+    n_per_skill: int, skills: Sequence[str], *, seed: int = 0, text_view: bool = False
 ) -> list[Problem]:
-    """``n_per_skill`` synthetic *test-split* problems per skill (text rendering when ``text_view``)."""
+    """``n_per_skill`` synthetic *test-split* problems per skill: pictures, or their text rendering (the
+    ablation) when ``text_view``."""
     from corl_vl.data.synth import generate_problems, to_text_problem
 
     problems = generate_problems(n_per_skill * len(skills), seed=seed, split="test", skills=list(skills))

@@ -120,6 +120,7 @@ def render_markdown(table: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str
         cells = [_pct(table[run][b]["overall"]) if b in table[run] else "–" for b in benchmarks]
         lines.append(f"| {run} | " + " | ".join(cells) + " |")
     lines += _scoring_table(table, runs, benchmarks)
+    lines += _protocol_section(table, runs)
     for bench in benchmarks:
         keys = _REPORT_METRICS.get(bench, ("accuracy",))
         lines += ["", f"## {bench}", "", "| run | records | missing | " + " | ".join(keys) + " |"]
@@ -131,6 +132,22 @@ def render_markdown(table: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str
             cells = [_pct(res["metrics"].get(k)) for k in keys]
             lines.append(f"| {run} | {res['n_records']} | {res['n_missing']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _protocol_section(table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: Sequence[str]) -> list[str]:
+    """The protocol the results were generated under (``--protocol``), its settings and splits; none without."""
+    from corl_vl.eval.protocol import protocol_markdown
+
+    found = [res for run in runs for res in table[run].values() if res.get("protocol")]
+    if not found:
+        return []
+    splits = {res["benchmark"]: res["split"] for res in found if res.get("split")}
+    grader = (
+        f"Under this protocol `overall` is its grader's ({found[0]['scoring']} scoring, {found[0]['extraction']} "
+        "extraction); `overall_official` applies each benchmark's own published rules and stands next to the "
+        "benchmarks' published tables."
+    )
+    return [*protocol_markdown(found[0]["protocol"], splits), "", grader]
 
 
 def _scoring_table(

@@ -62,7 +62,8 @@ class WarmStartSpec:
         weak_error_rate: share of a weak skill's labels replaced by the skill's systematic wrong answer (seeded
             per problem); needs skills with a ``mistake`` rule (``shape_color``, ``shape_sides``).
         labels_per_skill: labelled problems per strong skill (the synthetic ``train`` split).
-        text_view: train on the problems' text rendering (the picture described in words) instead of pixels.
+        text_view: train on the problems' text rendering (the picture described in words) instead of pixels;
+            off by default (corl-vl is VLM first: the problems are pictures), on only as the text ablation.
         steps, batch_size, lr: the optimisation (AdamW, linear warm-up 10 %, cosine to 0, grad clip 1).
         seed: label subset, which weak labels are mistaken, batch order.
         init_seed: the random initialisation of a tiny preset (``model`` names one): another seed is another
@@ -78,7 +79,7 @@ class WarmStartSpec:
     weak_fraction: float = 0.1
     weak_error_rate: float = 0.0
     labels_per_skill: int = 1024
-    text_view: bool = True
+    text_view: bool = False
     steps: int = 300
     batch_size: int = 16
     lr: float = 1e-3
@@ -179,8 +180,12 @@ def train_warm_start(
     """
     import torch
 
+    from corl_vl.data.synth import to_text_problem
+
     adapter = _initial_adapter(spec)
     pool = labelled_pool(spec)
+    if not adapter.supports_images:  # a text model reads the pictures described in words, as in training
+        pool = [to_text_problem(p) if p.images else p for p in pool]
     if not pool:
         raise CorlError("warm start: no labelled problems (no strong skills and weak_fraction = 0?)")
     t0 = time.perf_counter()

@@ -48,8 +48,8 @@ def get_scorer(
     extraction: str = "lenient",
     official_extractions: Mapping[str, Sequence[str | None]] | None = None,
 ) -> Scorer:
-    """A fresh scorer for benchmark ``name``: ``scoring`` picks the headline verdicts (``official`` or
-    ``verified``), ``extraction`` the verified-mode extractor (``lenient`` or ``strict``)."""
+    """A fresh scorer for benchmark ``name``: ``scoring`` picks the headline verdicts (``official``,
+    ``verified``, or ``quick-match``: official with MathVerse's exact match in place of its judge), ``extraction`` the verified-mode extractor (``lenient`` or ``strict``)."""
     if name not in SCORERS:
         raise CorlError(f"no scorer for benchmark '{name}'; known: {', '.join(SCORERS)}")
     return SCORERS[name](scoring=scoring, extraction=extraction, official_extractions=official_extractions)

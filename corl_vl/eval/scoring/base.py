@@ -18,7 +18,9 @@ from typing import Any
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 
-SCORING_MODES: tuple[str, ...] = ("official", "verified")
+SCORING_MODES: tuple[str, ...] = ("official", "verified", "quick-match")
+# ``quick-match`` is official scoring with MathVerse's ``--quick_match`` rule in place of its judge (every other
+# benchmark has one official rule, so there it is ``official``).
 
 
 @dataclass
@@ -228,7 +230,7 @@ class Scorer:
             problem.id,
             list(responses),
             extracted,
-            official if self.scoring == "official" else verified,
+            verified if self.scoring == "verified" else official,
             extracted_official=official_extracted,
             correct_official=official,
             correct_verified=verified,
@@ -268,10 +270,15 @@ class Scorer:
         metrics.update(extra_metrics)
         return metrics, extra_breakdowns
 
+    @property
+    def headline(self) -> str:
+        """Which verdicts ``correct`` holds: ``official`` (also under ``quick-match``) or ``verified``."""
+        return "verified" if self.scoring == "verified" else "official"
+
     def _overall_of(
         self, problems: Sequence[Problem], records: Mapping[str, RecordScore], which: str
     ) -> float:
-        if which == self.scoring:
+        if which == self.headline:
             return self.overall(self._metrics(problems, records)[0])
         other = {p.id: records[p.id].with_verdicts(which) for p in problems}
         return self.overall(self._metrics(problems, other)[0])

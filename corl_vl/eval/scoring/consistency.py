@@ -41,21 +41,6 @@ def _letter_valued_option(_gold: str, value: str | None, _choices: Choices) -> b
     return value is not None and len(value.strip()) == 1 and value.strip().isalpha()
 
 
-def _mathverse_rewritten(gold: str, _value: str | None, choices: Choices) -> bool:
-    """MathVerse's extraction drops delimiters, labels and units (its prompt's "22.3 meters" → 22.3) and names
-    an option by its bare letter ("D. They give …" → D), and quick match compares with the answer as written:
-    a gold that extraction rewrites (``$\\frac{4}{3}$``, ``Area $=…$``, ``(C)``, an option's text) never matches."""
-    from corl_vl.eval.scoring.mathverse import official_extract
-
-    return official_extract(gold, choices) != gold.strip()
-
-
-def _mathverse_letter_form(gold: str, value: str | None, choices: Choices) -> bool:
-    """A form naming the option letter is extracted as the letter; quick match then fails for a gold written
-    as the option's text ("False") or rewritten by the extraction ("(C)")."""
-    return len(gold.strip()) != 1 or _mathverse_rewritten(gold, value, choices)
-
-
 #: (benchmark, mode, form) → when the form is rejected by design (docs/grading.md, "Self-consistency").
 EXCEPTIONS: dict[tuple[str, str, str], Callable[[str, str | None, Choices], bool]] = {
     **{
@@ -66,12 +51,6 @@ EXCEPTIONS: dict[tuple[str, str, str], Callable[[str, str | None, Choices], bool
     # We-Math's official letter is the first character after the last "Answer" (case-sensitive), else none
     **{("wemath", "official", form): _always for form in ("boxed", "sentence", "(letter)", "option")},
     ("mathvision", "official", "option"): _mathvision_cleaned,
-    **{("mathverse", "official", form): _mathverse_rewritten for form in ("raw", "boxed", "sentence")},
-    **{
-        ("mathverse", "official", form): _mathverse_letter_form
-        for form in ("letter", "(letter)", "letter. option", "prompt")
-    },
-    ("mathverse", "official", "option"): _always,  # the option's text is extracted, the answer is its letter
     ("mathvision", "official", "letter. option"): _always,
     **{
         ("mathvista", "official", form): _letter_shaped_gold
