@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_distributed import _launch, _records, one_thread
+from test_distributed import _launch, _records, assert_some_label, one_thread
 
 TIME = ("time/",)
 
@@ -79,12 +79,7 @@ def test_the_one_gpu_pair_takes_turns_and_resumes_bit_identical_to_the_one_proce
         assert [{k: v for k, v in r.items() if not k.startswith(TIME)} for r in got] == [
             {k: v for k, v in r.items() if not k.startswith(TIME)} for r in ref
         ]
-    assert any(
-        label is not None
-        for step in reference["qwen"]["steps"]
-        for lab in step["labels"].values()
-        for label in lab.values()
-    )
+    assert_some_label(reference["qwen"]["steps"])
 
 
 @pytest.mark.distributed

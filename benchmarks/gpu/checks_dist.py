@@ -49,9 +49,25 @@ def _launch(nproc: int, out: Path, args: list[str], timeout: float) -> str | Non
     """Run the worker on ``nproc`` processes; None when it succeeded, else its error in a few lines."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(out / "ext")}
     cmd = worker_command(nproc, out, args, _free_port())
-    # its own session, so a hang is stopped by killing that session only
+    code, stdout, stderr = run_session(cmd, env, timeout)
+    if code is None:
+        return f"timed out after {timeout:.0f} s"
+    return None if code == 0 else (stderr or stdout)[-2000:]
+
+
+def run_session(
+    cmd: list[str], env: dict[str, str], timeout: float, cwd: Path | None = None
+) -> tuple[int | None, str, str]:
+    """``cmd`` in its own session, so a hang is stopped by killing that session only: (exit code, or None after
+    ``timeout`` seconds; its stdout; its stderr)."""
     proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        cmd,
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
@@ -59,8 +75,8 @@ def _launch(nproc: int, out: Path, args: list[str], timeout: float) -> str | Non
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        return f"timed out after {timeout:.0f} s"
-    return None if proc.returncode == 0 else (stderr or stdout)[-2000:]
+        return None, "", ""
+    return proc.returncode, stdout, stderr
 
 
 def _ranks(out: Path, n: int) -> list[dict[str, Any]]:

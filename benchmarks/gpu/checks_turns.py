@@ -17,15 +17,14 @@ they are reported, not judged (the plan is a prediction this check exists to tes
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from checks_dist import run_session
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).resolve().parent / "turns_worker.py"
@@ -126,23 +125,10 @@ def _launch(cmd: list[str], out: Path, timeout: float) -> str | None:
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "CORL_VL_NODE_GPUS": "1", "PYTHONPATH": path}
     env.setdefault("OMP_NUM_THREADS", "1")
-    proc = subprocess.Popen(
-        cmd,
-        env=env,
-        cwd=out,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+    code, stdout, stderr = run_session(cmd, env, timeout, cwd=out)
+    if code is None:
         return f"timed out after {timeout:.0f} s"
-    if proc.returncode == 0:
+    if code == 0:
         return None
     said = [line for line in stderr.splitlines() if "error:" in line]  # the CLI's own line
     return said[0] if said else (stderr or stdout)[-2000:]

@@ -33,12 +33,7 @@ from .model import AgentPlan, Plan, Settings
 PROMPT_TEXT_TOKENS = 256  # question, options and chat template of one prompt (the images come on top)
 IMAGES_PER_PROMPT = 1
 ITEM_ORDER = (
-    "cuda_context",
-    "weights",
-    "reference_model",
-    "master_weights",
-    "optimizer_state",
-    "gradient_partition",
+    *ar.STATIC,
     "gradients",
     "activations",
     "vision_activations",
