@@ -113,6 +113,16 @@ def test_deepspeed_config_refuses_another_grad_accum_dtype(tmp_path, given):
     assert "\n" not in str(err.value)
 
 
+def test_deepspeed_config_lets_an_offloaded_zero_step_the_agents_torch_adamw(tmp_path):
+    offload = {"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    assert _config(tmp_path, offload)["zero_force_ds_cpu_optimizer"] is False  # else DeepSpeed raises at init
+    assert "zero_force_ds_cpu_optimizer" not in _config(
+        tmp_path, {}
+    )  # nothing offloaded: DeepSpeed's default
+    with pytest.raises(CorlError, match="'zero_force_ds_cpu_optimizer' is set by corl-vl"):
+        _config(tmp_path, {**offload, "zero_force_ds_cpu_optimizer": True})
+
+
 def test_deepspeed_reads_the_key_as_fp32():
     # DeepSpeed 0.19.8 resolves the string through DtypeEnum (runtime/config.py): the value we write is its fp32
     from deepspeed.runtime.config import DtypeEnum

@@ -33,8 +33,7 @@ LEVERS: list[tuple[str, Callable[[Settings, Any], Settings | None]]] = [
         else dataclasses.replace(s, offload_optimizer=True),
     ),
     (
-        "DeepSpeed optimizer offload (zero_optimization.offload_optimizer.device: cpu, "
-        "zero_force_ds_cpu_optimizer: false)",
+        "DeepSpeed optimizer offload (zero_optimization.offload_optimizer.device: cpu)",
         lambda s, c: None
         if s.offload_optimizer or torch_backend(s)
         else dataclasses.replace(s, offload_optimizer=True, zero_stage=max(2, s.zero_stage)),

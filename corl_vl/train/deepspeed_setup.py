@@ -147,6 +147,14 @@ def deepspeed_config(
         zero["stage"] = zero_stage
     if zero.get("stage", 0) not in (2, 3):
         raise CorlError(f"{path}: zero_optimization.stage must be 2 or 3, got {zero.get('stage', 0)}")
+    # the optimizer is the agent's own torch AdamW: DeepSpeed's offload would otherwise insist on its CPU Adam op
+    if (zero.get("offload_optimizer") or {}).get("device") in ("cpu", "nvme"):
+        if ds.get("zero_force_ds_cpu_optimizer", "auto") not in ("auto", False):
+            raise CorlError(
+                f"{path}: 'zero_force_ds_cpu_optimizer' is set by corl-vl (to false: each agent's AdamW is a torch "
+                'optimizer, which DeepSpeed then steps on the offloaded partitions); use "auto" or drop it'
+            )
+        ds["zero_force_ds_cpu_optimizer"] = False
     leftover = [k for k, v in _walk(ds) if v == "auto"]
     if leftover:
         raise CorlError(f"{path}: '{leftover[0]}' is \"auto\" but corl-vl does not fill it in")
