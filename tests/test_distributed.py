@@ -71,9 +71,16 @@ def _records(run: Path, agent: str) -> list[dict]:
 
 
 def _launch(
-    out: Path, *args: str, env: dict, timeout: float = 600, nproc: int = 2, command: list[str] | None = None
+    out: Path,
+    *args: str,
+    env: dict,
+    timeout: float = 600,
+    nproc: int = 2,
+    command: list[str] | None = None,
+    output: list[str] | None = None,
 ) -> float:
     """``torchrun`` of dist_worker.py (or of ``command``: a module and its arguments); returns seconds.
+    ``output``: a list that receives the run's whole stdout and stderr (also when it failed).
 
     A hang fails the test: on timeout the launcher's whole process group (its own session: torchrun and its
     workers, nothing else) gets SIGTERM — each worker then prints its stack (faulthandler) — then SIGKILL.
@@ -94,6 +101,8 @@ def _launch(
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail(f"{nproc}-process run hung for {timeout} s:\n{stderr[-8000:]}")
+    if output is not None:
+        output += [stdout, stderr]
     assert proc.returncode == 0, stdout[-3000:] + stderr[-5000:]
     return time.perf_counter() - t0
 
