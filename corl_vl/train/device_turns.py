@@ -44,8 +44,7 @@ class DeviceTurns:
         self.members, self.position = list(members), list(members).index(rank)
         self.timeout = timeout or control_timeout()
         self.rounds = 0  # turns this process has completed
-        self.active = False  # inside a turn now
-        self.labels: list[str] = []  # what each completed turn was for (tests, error lines)
+        self.current: str | None = None  # the turn this process is inside now (for error lines)
 
     @property
     def shared(self) -> bool:
@@ -59,9 +58,9 @@ class DeviceTurns:
     def turn(self, label: str) -> Iterator[None]:
         """This process's next turn on its device: waits for the baton, runs the body, passes the baton on
         (also after an error, so that the other members report their own state instead of hanging)."""
-        if self.active:
+        if self.current is not None:
             raise CorlError(
-                f"device turns: a turn for {label!r} started inside the turn for {self.labels[-1]!r}"
+                f"device turns: a turn for {label!r} started inside the turn for {self.current!r}"
             )
         number = self.rounds * len(self.members) + self.position
         if self.shared and number > 0:
@@ -72,12 +71,11 @@ class DeviceTurns:
                     f"device turns: waited {self.timeout} for the turn before ours on {self.device} ({label}); the "
                     f"process holding it stopped or hangs ({type(err).__name__})"
                 ) from None
-        self.active = True
-        self.labels.append(label)
+        self.current = label
         try:
             yield
         finally:
-            self.active = False
+            self.current = None
             self.rounds += 1
             if self.shared:
                 self.store.set(self._key(number + 1), label)
