@@ -43,6 +43,7 @@ from corl_vl.train.batch import Batch, length_mask
 from corl_vl.train.grpo import LossSpec, Normalizer, importance_weights, masked_mean, policy_loss
 from corl_vl.train.lora import prepare_training
 from corl_vl.train.minibatches import batch_rows, merge_updates, mini_batches, old_rows
+from corl_vl.train.rollout_correction import resolve_correction
 from corl_vl.train.training_defaults import apply_training_defaults
 from model_adapters.registry import create_adapter
 
@@ -84,16 +85,24 @@ class Agent:
         self.position: Callable[[], str] | None = None  # where the run is, for error lines (NonFiniteStop)
         self.sync_seconds = 0.0  # time spent in weight syncs since the last take_sync_seconds()
         grpo = cfg.grpo
-        cap = importance_ratio_cap if importance_ratio_cap is not None else grpo.importance_ratio_cap
-        if cap is None:
-            cap = adapter.importance_ratio_cap
-        self.importance_ratio_cap = None if cap == 0 else cap  # None → ratios are only logged, never applied
+        # (mode, threshold): the family's default unless grpo.rollout_correction / a cap says otherwise
+        self.correction, self.importance_ratio_cap = resolve_correction(
+            grpo.rollout_correction,
+            importance_ratio_cap,
+            grpo.importance_ratio_cap,
+            adapter.importance_ratio_cap,
+        )  # cap None → ratios are only logged, never applied
         self.loss_spec = LossSpec(
             epsilon=grpo.epsilon,
             epsilon_high=grpo.epsilon_high,
-            beta=grpo.beta,
+            beta=grpo.beta if grpo.kl_placement == "loss" else 0.0,  # "reward": cohort's reward_shaping
             loss_type=grpo.loss_type,
             max_len=grpo.max_new_tokens,
+            policy_loss=grpo.policy_loss,
+            sapo_tau_pos=grpo.sapo_tau_pos,
+            sapo_tau_neg=grpo.sapo_tau_neg,
+            kl_estimator=grpo.kl_estimator,
+            entropy_coef=grpo.entropy_coef,
         )
 
     @classmethod
@@ -238,6 +247,7 @@ class Agent:
                 [batch.completions[i] for i in index],
                 temperature=grpo.temperature or 1.0,
                 micro_batch_size=micro_batch_size,
+                **({"with_entropy": True} if self.loss_spec.entropy_coef else {}),  # the bonus's gradient
             )
             width = current.logprobs.shape[1]
             selected = torch.tensor(index, device=device)
@@ -254,6 +264,7 @@ class Agent:
                     contained[selected, :width],
                     mask[selected, :width],
                     cap=self.importance_ratio_cap,
+                    mode=self.correction,
                 ).rho
             loss, part_metrics = policy_loss(
                 current.logprobs,
@@ -263,6 +274,7 @@ class Agent:
                 self.loss_spec,
                 ref_logprobs=None if reference_logprobs is None else reference_logprobs[selected, :width],
                 rho=rho,
+                entropy=current.entropy,
                 normalizer=plan.normalizer,
             )
             self.backend.backward(loss)
@@ -285,7 +297,11 @@ class Agent:
         if scored_rows:
             scored = torch.tensor(scored_rows, device=device)
             weights = importance_weights(
-                trainer_logprobs[scored], contained[scored], mask[scored], cap=self.importance_ratio_cap
+                trainer_logprobs[scored],
+                contained[scored],
+                mask[scored],
+                cap=self.importance_ratio_cap,
+                mode=self.correction,
             )
             metrics.update(weights.metrics)
         metrics["is/nonfinite_tokens"] = float(replaced.sum())

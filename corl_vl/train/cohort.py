@@ -44,6 +44,7 @@ from corl_vl.train.distributed import DistContext
 from corl_vl.train.offload import TurnOffload, turn, turn_offloads
 from corl_vl.train.parallel import AgentPhases
 from corl_vl.train.prompt_filter import drop_long_prompts
+from corl_vl.train.reward_shaping import shape_rewards
 from corl_vl.train.step_metrics import step_metrics
 from model_adapters.registry import create_adapter
 
@@ -332,16 +333,20 @@ class Cohort:
         t0 = time.perf_counter()
         grpo = self.cfg.grpo
         cut = subsets.truncated(agent_step.rollouts)
-        adv, trained = subsets.advantages_and_rows(rewards, cut, mode=grpo.truncated, scale=grpo.advantage)
-        prompts, completions = subsets.step_rows(agent_step)
-        agent_step.advantages = adv.tolist()
         # a shared device: the process's turn (several processes), its optimizer state back for the update
         with process_turn(self.dist, f"update {self.step_index}"), turn(self.offloads.get(agent.name)):
+            rewards, shaping = shape_rewards(agent, agent_step, rewards)  # overlong, KL in reward; off: as is
+            adv, trained = subsets.advantages_and_rows(
+                rewards, cut, mode=grpo.truncated, scale=grpo.advantage
+            )
+            prompts, completions = subsets.step_rows(agent_step)
+            agent_step.advantages = adv.tolist()
             m = agent.update(
                 Batch(prompts, completions, subsets.rollout_logprobs(agent_step), adv, trained),
                 old=agent_step.scored,
                 group_size=grpo.k,
             )
+        m.update(shaping)
         if grpo.truncated != "keep":
             m["truncated/frac"] = float(cut.float().mean())
         t_update = time.perf_counter() - t0
