@@ -126,7 +126,7 @@ class GrpoConfig:
     policy_loss: str = "ppo_clip"  # ppo_clip | gspo | cispo | sapo | gmpo (corl_vl/train/policy_losses.py)
     sapo_tau_pos: float = 1.0  # SAPO's gate temperatures for positive / negative advantages
     sapo_tau_neg: float = 1.05
-    # None → the family's (token_tis at its cap); off | token_tis | token_mask | seq_tis | seq_mask | geo_mask,
+    # None → the family's (token_tis at its cap); none | token_tis | token_mask | seq_tis | seq_mask | geo_mask,
     # at the threshold importance_ratio_cap (unset: the mode's default)
     rollout_correction: str | None = None
     kl_estimator: str = "k3"  # k1 | k2 | k3

@@ -24,7 +24,7 @@ def correction_on(cfg: Any) -> str | None:
 
     An unset mode with no cap set anywhere is the family's default, on for every shipped family."""
     grpo = cfg.grpo
-    if grpo.rollout_correction == "off":
+    if grpo.rollout_correction == "none":
         return None
     for agent in cfg.agents:
         cap = (
@@ -66,11 +66,11 @@ def check_loss_menu(cfg: Any, bad: Bad) -> None:
             f"must be in [0, grpo.max_new_tokens={grpo.max_new_tokens}] (0 turns it off), got {grpo.overlong_buffer}",
         )
     mode = grpo.rollout_correction
-    if mode not in (None, "off") and grpo.importance_ratio_cap == 0:
+    if mode not in (None, "none") and grpo.importance_ratio_cap == 0:
         raise bad(
             "grpo.importance_ratio_cap",
             f"0 turns the correction off, but grpo.rollout_correction is '{mode}': unset the cap (the mode's "
-            "default threshold) or set grpo.rollout_correction: off",
+            "default threshold) or set grpo.rollout_correction: none",
         )
     if mode in CORRECTIONS and CORRECTIONS[mode].kind == "masked":
         caps = [("grpo.importance_ratio_cap", grpo.importance_ratio_cap)]
@@ -83,5 +83,5 @@ def check_loss_menu(cfg: Any, bad: Bad) -> None:
         raise bad(
             "grpo.top_p",
             f"{grpo.top_p} < 1 with agent {on}'s rollout correction on: {TOP_P_WHY}; set grpo.top_p: 1, or "
-            "grpo.rollout_correction: off",
+            "grpo.rollout_correction: none",
         )

@@ -164,7 +164,7 @@ def test_rollout_corrections(mode, cap, rho, key, frac):
 
 
 def test_no_cap_leaves_the_raw_ratios_and_only_logs_them():
-    weights = _weights("off", None)
+    weights = _weights("none", None)
     assert weights.rho.tolist() == [pytest.approx(r, abs=1e-9) for r in RATIOS]
     assert weights.metrics["is/truncated_frac"] == 0.0 and "is/masked_frac" not in weights.metrics
 
@@ -173,15 +173,15 @@ def test_no_cap_leaves_the_raw_ratios_and_only_logs_them():
     ("mode", "agent_cap", "grpo_cap", "family_cap", "expected"),
     [
         (None, None, None, 2.0, ("token_tis", 2.0)),  # the family default, as before the modes
-        (None, None, None, None, ("off", None)),
-        (None, None, 0, 2.0, ("off", None)),  # cap 0: off, as before
+        (None, None, None, None, ("none", None)),
+        (None, None, 0, 2.0, ("none", None)),  # cap 0: off, as before
         (None, 3.0, 1.5, 2.0, ("token_tis", 3.0)),  # the agent's cap wins
-        ("off", None, None, 2.0, ("off", None)),
+        ("none", None, None, 2.0, ("none", None)),
         ("token_tis", None, None, 1.7, ("token_tis", 1.7)),  # the family's cap
         ("seq_mask", None, None, 1.7, ("seq_mask", 2.0)),  # the mode's default
         ("geo_mask", None, None, 2.0, ("geo_mask", 1.1)),
         ("token_mask", None, 4.0, 2.0, ("token_mask", 4.0)),
-        ("seq_tis", 0, 4.0, 2.0, ("off", None)),
+        ("seq_tis", 0, 4.0, 2.0, ("none", None)),
     ],
 )
 def test_resolve_correction(mode, agent_cap, grpo_cap, family_cap, expected):

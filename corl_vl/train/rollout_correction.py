@@ -75,13 +75,15 @@ CORRECTIONS: dict[str, Correction] = {
     "seq_mask": Correction(seq_mask, 2.0, "masked"),
     "geo_mask": Correction(geo_mask, 1.1, "masked"),
 }
-MODES = ("off", *CORRECTIONS)  # the values grpo.rollout_correction accepts (unset: the family's default)
+# the values grpo.rollout_correction accepts (unset: the family's default); "none", not "off": YAML reads a bare
+# off as false
+MODES = ("none", *CORRECTIONS)
 
 
 def resolve_correction(
     mode: str | None, agent_cap: float | None, grpo_cap: float | None, family_cap: float | None
 ) -> tuple[str, float | None]:
-    """``(mode, threshold)`` of one agent; ``("off", None)`` when no correction applies.
+    """``(mode, threshold)`` of one agent; ``("none", None)`` when no correction applies.
 
     The threshold is ``agents[i].importance_ratio_cap``, else ``grpo.importance_ratio_cap``, else the mode's
     default (token_tis: the family's cap); 0 turns any correction off. Unset ``mode`` is the behaviour before
@@ -90,9 +92,9 @@ def resolve_correction(
     explicit = agent_cap if agent_cap is not None else grpo_cap
     if mode is None:
         cap = explicit if explicit is not None else family_cap
-        return ("token_tis", cap) if cap else ("off", None)
-    if mode == "off" or explicit == 0:
-        return "off", None
+        return ("token_tis", cap) if cap else ("none", None)
+    if mode == "none" or explicit == 0:
+        return "none", None
     if explicit is not None:
         return mode, explicit
     if mode == "token_tis" and family_cap:
