@@ -92,18 +92,7 @@ class Agent:
             grpo.importance_ratio_cap,
             adapter.importance_ratio_cap,
         )  # cap None → ratios are only logged, never applied
-        self.loss_spec = LossSpec(
-            epsilon=grpo.epsilon,
-            epsilon_high=grpo.epsilon_high,
-            beta=grpo.beta if grpo.kl_placement == "loss" else 0.0,  # "reward": cohort's reward_shaping
-            loss_type=grpo.loss_type,
-            max_len=grpo.max_new_tokens,
-            policy_loss=grpo.policy_loss,
-            sapo_tau_pos=grpo.sapo_tau_pos,
-            sapo_tau_neg=grpo.sapo_tau_neg,
-            kl_estimator=grpo.kl_estimator,
-            entropy_coef=grpo.entropy_coef,
-        )
+        self.loss_spec = LossSpec.of(grpo)
 
     @classmethod
     def from_config(
@@ -259,13 +248,7 @@ class Agent:
             old_part = trainer_logprobs[selected, :width]
             rho = None
             if self.importance_ratio_cap is not None:
-                rho = importance_weights(
-                    old_part,
-                    contained[selected, :width],
-                    mask[selected, :width],
-                    cap=self.importance_ratio_cap,
-                    mode=self.correction,
-                ).rho
+                rho = self._is_weights(old_part, contained[selected, :width], mask[selected, :width]).rho
             loss, part_metrics = policy_loss(
                 current.logprobs,
                 old_part,
@@ -296,13 +279,7 @@ class Agent:
         scored_rows = list(range(len(batch.prompts))) if old is not None else rows
         if scored_rows:
             scored = torch.tensor(scored_rows, device=device)
-            weights = importance_weights(
-                trainer_logprobs[scored],
-                contained[scored],
-                mask[scored],
-                cap=self.importance_ratio_cap,
-                mode=self.correction,
-            )
+            weights = self._is_weights(trainer_logprobs[scored], contained[scored], mask[scored])
             metrics.update(weights.metrics)
         metrics["is/nonfinite_tokens"] = float(replaced.sum())
         metrics.update({"loss": loss_total, "grad_norm": grad_norm, "trained_rows": float(len(rows))})
@@ -316,6 +293,10 @@ class Agent:
         return metrics
 
     last_updates: list[dict[str, float]] = []  # the last update()'s metrics per optimizer step (tests)
+
+    def _is_weights(self, trainer: torch.Tensor, rollout: torch.Tensor, mask: torch.Tensor) -> Any:
+        """Importance weights at this agent's correction (``grpo.rollout_correction``) and threshold."""
+        return importance_weights(trainer, rollout, mask, cap=self.importance_ratio_cap, mode=self.correction)
 
     def _contained(
         self, rollout_logprobs: torch.Tensor, trainer_logprobs: torch.Tensor, mask: torch.Tensor

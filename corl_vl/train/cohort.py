@@ -34,7 +34,7 @@ from corl_vl.rewards.combine import step_reward
 from corl_vl.rewards.registry import RewardInputs, get_reward
 from corl_vl.rewards.topology import Topology, from_config
 from corl_vl.rollout import check_one_vllm_engine_per_process, planned_engine
-from corl_vl.train import dynamic, subsets
+from corl_vl.train import dynamic, reward_shaping, subsets
 from corl_vl.train.agent import Agent, Batch
 from corl_vl.train.backends import launch_backend
 from corl_vl.train.cohort_data import agent_view, load_base_problems, paired_views
@@ -44,7 +44,6 @@ from corl_vl.train.distributed import DistContext
 from corl_vl.train.offload import TurnOffload, turn, turn_offloads
 from corl_vl.train.parallel import AgentPhases
 from corl_vl.train.prompt_filter import drop_long_prompts
-from corl_vl.train.reward_shaping import shape_rewards
 from corl_vl.train.step_metrics import step_metrics
 from model_adapters.registry import create_adapter
 
@@ -335,10 +334,7 @@ class Cohort:
         cut = subsets.truncated(agent_step.rollouts)
         # a shared device: the process's turn (several processes), its optimizer state back for the update
         with process_turn(self.dist, f"update {self.step_index}"), turn(self.offloads.get(agent.name)):
-            rewards, shaping = shape_rewards(agent, agent_step, rewards)  # overlong, KL in reward; off: as is
-            adv, trained = subsets.advantages_and_rows(
-                rewards, cut, mode=grpo.truncated, scale=grpo.advantage
-            )
+            adv, trained, shaping = reward_shaping.advantages(agent, agent_step, rewards, cut)
             prompts, completions = subsets.step_rows(agent_step)
             agent_step.advantages = adv.tolist()
             m = agent.update(

@@ -17,6 +17,7 @@ Conventions chosen (and tested):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -124,6 +125,23 @@ class LossSpec:
     sapo_tau_neg: float = 1.05
     kl_estimator: str = "k3"
     entropy_coef: float = 0.0  # entropy bonus: −coef·H_t added to each token's loss
+
+    @classmethod
+    def of(cls, grpo: Any) -> LossSpec:
+        """The spec of a ``grpo`` config section; ``kl_placement: reward`` leaves β out of the loss (the cohort's
+        :mod:`corl_vl.train.reward_shaping` puts it in the reward)."""
+        return cls(
+            epsilon=grpo.epsilon,
+            epsilon_high=grpo.epsilon_high,
+            beta=grpo.beta if grpo.kl_placement == "loss" else 0.0,
+            loss_type=grpo.loss_type,
+            max_len=grpo.max_new_tokens,
+            policy_loss=grpo.policy_loss,
+            sapo_tau_pos=grpo.sapo_tau_pos,
+            sapo_tau_neg=grpo.sapo_tau_neg,
+            kl_estimator=grpo.kl_estimator,
+            entropy_coef=grpo.entropy_coef,
+        )
 
     def __post_init__(self) -> None:
         names = {

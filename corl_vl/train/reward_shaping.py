@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from corl_vl.train import subsets
 from corl_vl.train.objectives import KL_ESTIMATORS
 
 
@@ -25,8 +26,6 @@ def overlong_penalty(lengths: torch.Tensor, *, max_len: int, buffer: int, factor
 def sequence_kl(agent: Any, step: Any) -> torch.Tensor:
     """``[B]`` Σ_t KL_t (``grpo.kl_estimator``) of each completion between the trainer before the update and the
     frozen reference, no gradient. Sets ``step.scored`` to the trainer's pass, which the update then reuses."""
-    from corl_vl.train import subsets
-
     prompts, completions = subsets.step_rows(step)
     if step.scored is None:
         step.scored = agent.score(prompts, completions)
@@ -52,3 +51,14 @@ def shape_rewards(agent: Any, step: Any, rewards: torch.Tensor) -> tuple[torch.T
         rewards = rewards - kl
         metrics["shaping/kl_penalty"] = float(kl.mean())
     return rewards, metrics
+
+
+def advantages(
+    agent: Any, step: Any, rewards: torch.Tensor, cut: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, float]]:
+    """The agent's flat advantages and trained rows (:func:`corl_vl.train.subsets.advantages_and_rows`) from its
+    shaped rewards, and the shaping's metrics; ``cut``: the completions that hit ``grpo.max_new_tokens``."""
+    grpo = agent.cfg.grpo
+    rewards, metrics = shape_rewards(agent, step, rewards)
+    adv, trained = subsets.advantages_and_rows(rewards, cut, mode=grpo.truncated, scale=grpo.advantage)
+    return adv, trained, metrics
