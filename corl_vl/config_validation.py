@@ -12,6 +12,7 @@ import datetime
 from typing import Any
 
 from corl_vl.config_checks import check_config, check_mapping
+from corl_vl.config_loss import check_loss_menu
 from corl_vl.errors import CorlError
 
 # name-valued keys whose choices no implementation table owns (the others are read from their tables)
@@ -53,6 +54,7 @@ def finalize(cfg: Any, source: str) -> Any:
             f"must be in [0, grpo.max_new_tokens={cfg.grpo.max_new_tokens}], got {cfg.grpo.min_new_tokens}",
         )
     check_trainer_controls(cfg, bad)
+    check_loss_menu(cfg, bad)  # policy loss, rollout correction, KL, entropy, overlong
     check_pixel_budget(cfg, bad)
     if cfg.distributed.zero_stage not in (None, 2, 3):
         raise bad("distributed.zero_stage", f"must be 2 or 3, got {cfg.distributed.zero_stage}")
