@@ -20,9 +20,9 @@ import dataclasses
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from corl_vl.errors import CorlError
+from corl_vl.train.batch import fit_width
 
 
 def check(cfg: Any, dist: Any, reward: Any) -> None:
@@ -84,18 +84,21 @@ def _assemble(template: Any, groups: list[tuple[Any, int]]) -> Any:
 
 
 def _scored_rows(groups: list[tuple[Any, int]]) -> Any:
-    """The no-grad pass's rows of the given groups, right-padded to one width (None when it did not run)."""
+    """The no-grad pass's rows of the given groups, as wide as their longest completion (a dropped group of
+    the same draw may have been longer), 0-padded (None when the pass did not run)."""
     if not groups or groups[0][0].scored is None:
         return None
+    width = max(len(c.ids) for step, g in groups for c in step.rollouts[g].completions)
     parts = []
     for step, g in groups:
         k = len(step.rollouts[g].completions)
-        parts.append(
-            {n: v[g * k : (g + 1) * k] for n, v in vars(step.scored).items() if isinstance(v, torch.Tensor)}
-        )
-    width = max(part["mask"].shape[1] for part in parts)
+        rows = {
+            n: v[g * k : (g + 1) * k] for n, v in vars(step.scored).items() if isinstance(v, torch.Tensor)
+        }
+        parts.append(fit_width(dataclasses.replace(step.scored, **rows), width))
     fields = {
-        name: torch.cat([F.pad(part[name], (0, width - part[name].shape[1])) for part in parts])
-        for name in parts[0]
+        name: torch.cat([getattr(part, name) for part in parts])
+        for name, value in vars(parts[0]).items()
+        if isinstance(value, torch.Tensor)
     }
-    return dataclasses.replace(groups[0][0].scored, **fields)
+    return dataclasses.replace(parts[0], **fields)
