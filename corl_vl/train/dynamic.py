@@ -25,12 +25,9 @@ from corl_vl.errors import CorlError
 from corl_vl.train.batch import fit_width
 
 
-def check(cfg: Any, dist: Any, reward: Any) -> None:
-    if not cfg.grpo.dynamic_sampling:
-        return
-    if dist is not None:
-        raise CorlError("grpo.dynamic_sampling runs in one process; drop torchrun or set it to 0")
-    if reward.paired_views:
+def check(cfg: Any, reward: Any) -> None:
+    """Refused from the config alone (config validation calls it before any model loads)."""
+    if cfg.grpo.dynamic_sampling and reward.paired_views:
         raise CorlError(f"grpo.dynamic_sampling: reward.name={cfg.reward.name} pairs views; set it to 0")
 
 
@@ -40,26 +37,32 @@ def _groups(step: Any) -> list[tuple[str, int, bool]]:
 
 
 def fill_batch(cohort: Any, first: list[Any], times: dict[str, float]) -> tuple[list[Any], dict[str, Any]]:
-    """Per agent, ``data.problems_per_step`` groups whose rewards vary (see the module doc); returns the
-    AgentSteps to train and ``{agent: metrics}``."""
-    want = cohort.cfg.data.problems_per_step
-    bound = cohort.cfg.grpo.dynamic_sampling
+    """Per agent, as many groups whose rewards vary as its first draw has (``data.problems_per_step``, or this
+    process's share of it under torchrun; see the module doc); returns the AgentSteps to train and
+    ``{agent: metrics}``. Under torchrun every process draws again while any one still misses groups: a draw
+    exchanges answers between processes, so all of them draw together (the extra groups of a full one are
+    simply not kept)."""
+    wants = [len(step.rollouts) for step in first]
+    bound, dist = cohort.cfg.grpo.dynamic_sampling, cohort.dist
     kept: list[list[tuple[Any, int]]] = [[] for _ in first]
     seen: list[set[str]] = [set() for _ in first]
     steps, draws = first, 0
     while True:
         for i, step in enumerate(steps):
             for pid, g, varies in _groups(step):
-                if varies and len(kept[i]) < want and pid not in seen[i]:
+                if varies and len(kept[i]) < wants[i] and pid not in seen[i]:
                     kept[i].append((step, g))
                     seen[i].add(pid)
-        if all(len(k) == want for k in kept) or draws == bound:
+        missing = any(len(k) < want for k, want in zip(kept, wants))
+        if dist is not None:
+            missing = dist.any_flag(missing, "grpo.dynamic_sampling: draw again")
+        if not missing or draws == bound:
             break
         draws += 1
-        ids = cohort.sampler.next(want)
-        steps, _ = cohort._draw(ids, ids, times, draw=draws)
+        ids = cohort.sampler.next(cohort.cfg.data.problems_per_step)
+        steps, _ = cohort._draw(ids, ids if dist is None else dist.my_share(ids), times, draw=draws)
     out, metrics = [], {}
-    for agent, step, groups, ids in zip(cohort.agents, first, kept, seen):
+    for agent, step, groups, ids, want in zip(cohort.agents, first, kept, seen, wants):
         metrics[agent.name] = {"dynamic/draws": float(draws), "dynamic/varied_groups": float(len(groups))}
         top_up = [(step, g) for pid, g, _ in _groups(step) if pid not in ids][: want - len(groups)]
         out.append(_assemble(step, groups + top_up))
