@@ -268,7 +268,7 @@ def _zero3_inference(engine: Any) -> Iterator[None]:
 
 
 class DeepSpeedBackend:
-    """The same model and AdamW wrapped in a DeepSpeed ZeRO-2/3 engine over the agent's rank group.
+    """The same model and AdamW wrapped in a DeepSpeed ZeRO-1/2/3 engine over the agent's rank group.
 
     The scheduler stays ours: it sets ``lr`` on the same param-group dicts DeepSpeed's ZeRO optimizer keeps, so
     the schedule is identical to the single-process run's. DeepSpeed clips (``gradient_clipping``).
