@@ -74,7 +74,13 @@ def train(
     One process places its agents over ``visible_devices`` (default: the GPUs it sees) and logs where.
     """
     from corl_vl.train.parts_check import check_trainable
-    from corl_vl.train.preflight import check_data, check_deepspeed, check_models_available, check_reporting
+    from corl_vl.train.preflight import (
+        check_data,
+        check_deepspeed,
+        check_launch,
+        check_models_available,
+        check_reporting,
+    )
 
     check_deepspeed(cfg)
     check_reporting(cfg)
@@ -102,6 +108,7 @@ def train(
         if dist.is_main:
             for line in dist.placement.lines():
                 log.info(line)
+        check_launch(cfg, dist)
     elif cfg.distributed.deepspeed:
         raise CorlError(
             "distributed.deepspeed is set but this is a single process; launch with torchrun / accelerate launch "

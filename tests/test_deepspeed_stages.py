@@ -53,3 +53,29 @@ def test_zero1_keeps_whole_gradients_and_partitions_the_optimizer_state():
     one, two = (ar.training_state(1000, 1000, 2, ar.Sharding(ranks=4, zero_stage=s)) for s in (1, 2))
     assert one["gradients"] == 1000 * 2 and two["gradients"] == 1000 * 2 // 4
     assert one["optimizer_state"] == two["optimizer_state"] == 1000 * 8 // 4
+
+
+@pytest.mark.distributed
+def test_a_launch_refuses_a_bad_deepspeed_file_before_models_load(tmp_path):
+    """The DeepSpeed file is checked against the launch's placement before any model loads or the run folder is
+    written (it used to be refused by the backend, after both)."""
+    import os
+    import subprocess
+
+    from test_cohort import TINY_COHORT
+    from torchrun_launch import torchrun
+
+    bad = json.loads((ZERO / "zero2.json").read_text())
+    bad["optimizer"] = {"type": "AdamW", "params": {"lr": 1e-3}}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    out = tmp_path / "run"
+    sets = [f"distributed.deepspeed={tmp_path / 'bad.json'}", f"train.output_dir={out}", "train.plot=false"]
+    cmd = torchrun(
+        "-m", "corl_vl", "train", "--config", str(TINY_COHORT), *[a for s in sets for a in ("--set", s)]
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "drop 'optimizer'/'scheduler'" in done.stderr, done.stderr[-3000:]
+    assert "rollout engine" not in done.stderr  # no agent was built
+    assert not (out / "config.yaml").exists()
