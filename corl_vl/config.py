@@ -221,7 +221,7 @@ class DistributedConfig:
     deepspeed: str | None = (
         None  # DeepSpeed JSON (configs/deepspeed/zero2.json | zero3.json); needed if > 1 proc
     )
-    zero_stage: int | None = None  # overrides the JSON's zero_optimization.stage (2 or 3)
+    zero_stage: int | None = None  # overrides the JSON's zero_optimization.stage (1, 2 or 3)
     backend: str = "auto"  # torch.distributed backend: auto (nccl on GPU, gloo on CPU) | gloo | nccl
 
 

@@ -73,12 +73,20 @@ def train(
     differ). Nothing is written to the run folder before every check that needs no model has passed.
     One process places its agents over ``visible_devices`` (default: the GPUs it sees) and logs where.
     """
-    from corl_vl.train.preflight import check_data, check_deepspeed, check_models_available, check_reporting
+    from corl_vl.train.parts_check import check_trainable
+    from corl_vl.train.preflight import (
+        check_data,
+        check_deepspeed,
+        check_launch,
+        check_models_available,
+        check_reporting,
+    )
 
     anchor_run_paths(cfg, resume)  # relative files: the run's recorded ones (a resume) or this directory's
     check_deepspeed(cfg)
     check_reporting(cfg)
     check_models_available(cfg)  # before torch is imported, and before anything reads a hub model's files
+    check_trainable(cfg)  # train.freeze and LoRA from the architecture's names (meta device, no weights)
     pin_template_dates(cfg)
 
     from corl_vl.experiment import HeldoutEval, heldout_set, resolve
@@ -101,6 +109,7 @@ def train(
         if dist.is_main:
             for line in dist.placement.lines():
                 log.info(line)
+        check_launch(cfg, dist)
     elif cfg.distributed.deepspeed:
         raise CorlError(
             "distributed.deepspeed is set but this is a single process; launch with torchrun / accelerate launch "

@@ -141,7 +141,7 @@ SPECIAL: dict[str, list[Value]] = {
         "configs/deepspeed/zero2.json", why="the shipped ZeRO-2 file: refused in one process"
     )
     + _v("configs/deepspeed/zero2.json", "configs/deepspeed/zero3.json", why=MULTI, procs=2),
-    "distributed.zero_stage": _v(2, 3, why="the two stages; ignored in one process")
+    "distributed.zero_stage": _v(1, 2, 3, why="the three stages; ignored in one process")
     + _v(3, also=(ZERO2,), why=MULTI, procs=2),
     "distributed.backend": [Value(c, why="choice") for c in ("auto", "gloo", "nccl")]
     + _v("gloo", also=(ZERO2,), why=MULTI, procs=2),

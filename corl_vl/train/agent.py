@@ -39,7 +39,7 @@ from corl_vl.rollout import Rollout, RolloutEngine
 from corl_vl.rollout.base import engine_errors
 from corl_vl.train.agent_rollout import build_engine, run_rollout
 from corl_vl.train.backends import TorchBackend, TrainingBackend
-from corl_vl.train.batch import Batch, length_mask
+from corl_vl.train.batch import Batch, fit_width, length_mask
 from corl_vl.train.grpo import LossSpec, Normalizer, importance_weights, masked_mean, policy_loss
 from corl_vl.train.lora import prepare_training
 from corl_vl.train.minibatches import batch_rows, merge_updates, mini_batches, old_rows
@@ -172,6 +172,7 @@ class Agent:
         caller did not; from the second update on the ratio leaves 1 and the clipping applies.
         """
         n = self.cfg.grpo.updates_per_batch
+        old = fit_width(old, batch.rollout_logprobs.shape[1])  # rows selected after the pass (module doc)
         if n == 1:
             metrics = self._optimizer_step(batch, old)
             metrics.pop("ratio/mean", None)  # 1 up to rounding with one update: no signal

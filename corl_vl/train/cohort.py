@@ -168,7 +168,7 @@ class Cohort:
         self.offloads = (
             offloads if offloads is not None else turn_offloads(agents, placement, cfg.optimizer.offload)
         )
-        dynamic.check(cfg, dist, self.reward)
+        dynamic.check(cfg, self.reward)
         self.step_index = 0
         self.dropped_prompts = 0  # data.max_prompt_tokens: problems left out for their prompt's length
         self.last: list[AgentStep] = []  # this process's agents' step data
