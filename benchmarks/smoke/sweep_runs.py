@@ -8,6 +8,7 @@ moved, the first error line and the warnings logged; :func:`verdict` turns that 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,27 @@ def _moved(before: dict[str, Any], model: Any) -> bool:
     return any(not torch.equal(t, after[n].detach().to(t.device)) for n, t in before.items() if n in after)
 
 
+@contextlib.contextmanager
+def model_loads() -> Iterator[list[str]]:
+    """The models loaded in this process meanwhile (``ModelAdapter.load_model`` calls). Why not the trainer's
+    ready hook: a refusal raised while the agents are built (``train.freeze``, LoRA) comes after the weights
+    loaded but before that hook, and must not count as decided from the config."""
+    from model_adapters.base import ModelAdapter
+
+    loads: list[str] = []
+    original = ModelAdapter.load_model
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        loads.append(str(self.model_path))
+        return original(self, *args, **kwargs)
+
+    ModelAdapter.load_model = counted  # type: ignore[method-assign]
+    try:
+        yield loads
+    finally:
+        ModelAdapter.load_model = original  # type: ignore[method-assign]
+
+
 def train_in_process(overrides: list[str]) -> dict[str, Any]:
     """``corl_vl.recipe.train`` on the demo cohort with ``overrides``; never raises."""
     from corl_vl.errors import CorlError
@@ -57,13 +80,15 @@ def train_in_process(overrides: list[str]) -> dict[str, Any]:
     before: dict[str, dict[str, Any]] = {}
     record: dict[str, Any] = {"rc": 0, "error": "", "stage": ""}
     start = time.perf_counter()
+    loads: list[str] = []
     try:
         cfg = demo_config(overrides)
-        run = train(
-            cfg,
-            progress=False,
-            prepare=lambda c: before.update({a.name: _snapshot(a.model) for a in c.agents}),
-        )
+        with model_loads() as loads:
+            run = train(
+                cfg,
+                progress=False,
+                prepare=lambda c: before.update({a.name: _snapshot(a.model) for a in c.agents}),
+            )
         rows = {n: sum(r.get("trained_rows", 0.0) for r in h) for n, h in run.history.items()}
         record["rows"] = rows
         record["tied"] = {n: no_gradient(h) for n, h in run.history.items()}
@@ -75,7 +100,7 @@ def train_in_process(overrides: list[str]) -> dict[str, Any]:
         record.update(rc=1, error=last.splitlines()[0], traceback=True)
     finally:
         logger.removeHandler(warnings)
-    record["stage"] = "after models load" if before else "before models load"
+    record["stage"] = "after models load" if before or loads else "before models load"
     record["seconds"] = round(time.perf_counter() - start, 1)
     record["warnings"] = warnings.lines[:3]
     return record
