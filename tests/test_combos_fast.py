@@ -100,3 +100,30 @@ def test_a_model_loaded_before_a_refusal_is_seen(tiny_checkpoint):
     assert loads == [str(path)]
     adapter.load_model()  # no longer counted
     assert loads == [str(path)]
+
+
+def test_a_crash_is_reported_by_its_exception_not_a_log_line_between_frames():
+    from sweep_runs import exception_line
+
+    err = (
+        "corl-vl: placement: 2 agents on 1 node(s)\n"
+        "Traceback (most recent call last):\n"
+        '  File "loop.py", line 3, in step\n'
+        "corl-vl: warm-starting the bases …\n"
+        "RuntimeError: The size of tensor a (7) must match the size of tensor b (8)\n"
+    )
+    assert exception_line(err).startswith("RuntimeError: The size of tensor a (7)")
+    assert exception_line("no crash here\n") == ""
+    ranks = (
+        "[rank1]: corl-vl train: error: optimizer.offload: not under DeepSpeed\n"
+        "Traceback (most recent call last):\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+    )
+    assert exception_line(ranks) == "[rank1]: corl-vl train: error: optimizer.offload: not under DeepSpeed"
+
+
+def test_resume_check_is_not_vacuous(tmp_path):
+    (tmp_path / "a" / "agents" / "qwen").mkdir(parents=True)
+    (tmp_path / "a" / "agents" / "qwen" / "metrics.jsonl").write_text('{"loss": 0.5}\n')
+    assert checks.resume_claims(tmp_path / "b", tmp_path / "a")[0].startswith("resume check: the straight")
+    assert "no saved weights" in checks.resume_claims(tmp_path / "a", tmp_path / "b")[0]

@@ -126,7 +126,9 @@ def run_subprocess(row: dict[str, str], sets: list[str], out: Path) -> dict[str,
     record.update(trained_from_folder(out, _bases(out)))
     record["claims"] = checks.folder_claims(row, out, _bases(out)) + checks.run_dir_claims(row, out, steps)
     if row.get("launch", "single") != "single":
-        record["claims"] += resume_check(row, sets, out)
+        gaps = resume_check(row, sets, out)
+        record["claims"] += gaps
+        record["resume"] = "; ".join(gaps) or "1 step + --resume equals 2 straight steps (no unsafe flag)"
     return record
 
 
@@ -200,8 +202,15 @@ def write_results(rows: dict[str, dict[str, Any]], all_cases: list[dict[str, Any
         {"id": c["id"], "row": c["row"], "sets": c["sets"], **rows.get(c["id"], {"status": "not run"})}
         for c in all_cases
     ]
-    write_text_atomic(RESULTS / f"{NAME}.json", json.dumps(ordered, indent=1, default=str) + "\n")
-    write_text_atomic(RESULTS / f"{NAME}.md", render(ordered))
+    write_text_atomic(RESULTS / f"{NAME}.json", _portable(json.dumps(ordered, indent=1, default=str) + "\n"))
+    write_text_atomic(RESULTS / f"{NAME}.md", _portable(render(ordered)))
+
+
+def _portable(text: str) -> str:
+    """The results name the checkout and the cache, not where they were on this machine."""
+    from corl_vl.paths import cache_dir
+
+    return text.replace(f"{ROOT}/", "").replace(str(cache_dir()), "$CORL_VL_CACHE")
 
 
 def render(rows: list[dict[str, Any]]) -> str:
@@ -213,7 +222,8 @@ def render(rows: list[dict[str, Any]]) -> str:
         "# Combination sweep: pairwise covering array over the interacting options",
         "",
         "Written by `benchmarks/smoke/combos.py` (how to read it: benchmarks/smoke/README.md). Options at their",
-        "default are not shown in a row's id.",
+        "default are not shown in a row's id. Made with `PYTHONPATH=$PWD OMP_NUM_THREADS=1 python",
+        "benchmarks/smoke/combos.py --workers 1` (rows re-run with `--update --only ROW` keep the others).",
         "",
         "Totals: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + f" (of {len(rows)})",
         "",
@@ -222,7 +232,12 @@ def render(rows: list[dict[str, Any]]) -> str:
     ]
     for row in rows:
         changed = row.get("changed") or {}
-        note = "; ".join(row.get("claims") or []) or row.get("error") or "; ".join(row.get("warnings") or [])
+        note = (
+            "; ".join(row.get("claims") or [])
+            or row.get("error")
+            or row.get("resume")
+            or "; ".join(row.get("warnings") or [])
+        )
         cells = [
             row["id"],
             row["status"],

@@ -141,8 +141,14 @@ def resume_claims(straight: Path, resumed: Path) -> list[str]:
     loss."""
     problems = []
     a, b = metrics(straight), metrics(resumed)
+    if not a:
+        return ["resume check: the straight run logged no metrics"]
     for agent in a:
-        gap = weights_close(saved_weights(straight, agent), saved_weights(resumed, agent))
+        ours, theirs = saved_weights(straight, agent), saved_weights(resumed, agent)
+        if not ours or not theirs:
+            problems.append(f"resume check: {agent} has no saved weights in one of the runs")
+            continue
+        gap = weights_close(ours, theirs)
         if gap:
             problems.append(f"resume != straight: {agent} {gap}")
         last_a, last_b = (a.get(agent) or [{}])[-1], (b.get(agent) or [{}])[-1]

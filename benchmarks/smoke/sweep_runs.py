@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -145,15 +146,34 @@ def run_command(argv: list[str], env: dict[str, str] | None = None, cwd: Path = 
             (line for line in shown if "FAIL" in line or "error" in line.lower()), shown[-1] if shown else ""
         )
     if "Traceback (most recent call last)" in err:
-        tb = [line for line in err.splitlines() if line and not line.startswith((" ", "Traceback"))]
-        first = next((line for line in tb if not _noise(line)), first)
+        first = exception_line(err) or first
     return {
         "rc": rc,
         "seconds": round(time.perf_counter() - start, 1),
         "error": first[:300],
         "traceback": "Traceback (most recent call last)" in err,
         "warnings": [line for line in lines if "warning:" in line][:3],
+        "tail": "\n".join(lines[-12:]) if rc else "",  # where a failure is read in full
     }
+
+
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b")
+
+
+_LAUNCHER = "torch.distributed.elastic"  # torchrun's own report that a rank failed: the rank's line says why
+
+
+def exception_line(err: str) -> str:
+    """The exception a traceback ended in (``KeyError: 'x'``), the first one when several processes crashed:
+    the first unindented line after a ``Traceback`` header that names an exception type (log lines printed
+    between the frames do not); else a rank's one-line ``… error: …`` under torchrun's own traceback."""
+    after = False
+    for line in err.splitlines():
+        if line.startswith("Traceback (most recent call last)"):
+            after = True
+        elif after and _RAISED.match(line) and not _noise(line) and not line.startswith(_LAUNCHER):
+            return line
+    return next((line for line in err.splitlines() if ": error: " in line), "")
 
 
 def _free_port() -> int:
