@@ -21,6 +21,7 @@ import yaml
 from corl_vl.config_compat import MOVED_KEYS, migrate
 from corl_vl.config_validation import finalize
 from corl_vl.errors import CorlError
+from corl_vl.io import read_text_file
 from corl_vl.typed_yaml import build_dataclass, load_yaml, set_path
 
 log = logging.getLogger("corl_vl.config")
@@ -290,7 +291,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> CohortC
     overrides, validate."""
     path = Path(path)
     try:
-        raw = load_yaml(path.read_text(), str(path))
+        raw = load_yaml(read_text_file(path, "config"), str(path))
     except FileNotFoundError:
         raise CorlError(f"config file not found: {path}") from None
     except IsADirectoryError:

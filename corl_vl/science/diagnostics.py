@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from corl_vl.errors import CorlError
-from corl_vl.io import read_jsonl, write_jsonl_atomic
+from corl_vl.io import check_answer_value, read_jsonl, write_jsonl_atomic
 
 #: Largest κ the paper observed for a different-family pair (App. A).
 KAPPA_DECOUPLED_MAX = 0.42
@@ -166,6 +166,7 @@ def load_gold(path: str | Path) -> dict[str, dict]:
     for lineno, key, row in _read_rows(path):
         if "answer" not in row:
             raise CorlError(f"{path}:{lineno}: field 'answer' missing")
+        check_answer_value(row["answer"], f"{path}:{lineno} field 'answer'")
         gold[key] = row
     return gold
 
@@ -184,6 +185,10 @@ def _grade(path: Path, lineno: int, row: dict, gold: Mapping[str, dict] | None, 
     if ref is None:
         where = "no 'answer' field and no --gold file" if gold is None else f"id {key!r} not in the gold file"
         raise CorlError(f"{path}:{lineno}: cannot grade: {where}")
+    if "answer" in row:  # a gold row was checked when read; the row's own answer here
+        check_answer_value(row["answer"], f"{path}:{lineno} field 'answer'")
+    if row.get("extracted") is not None:
+        check_answer_value(row["extracted"], f"{path}:{lineno} field 'extracted'")
     record = {**ref, **row, "answer": ref["answer"]}
     try:
         from corl_vl.answers import equivalent, grade_record
