@@ -21,7 +21,6 @@ import yaml
 from corl_vl.config_compat import MOVED_KEYS, migrate
 from corl_vl.config_validation import finalize
 from corl_vl.errors import CorlError
-from corl_vl.io import read_text_file
 from corl_vl.typed_yaml import build_dataclass, load_yaml, set_path
 
 log = logging.getLogger("corl_vl.config")
@@ -289,6 +288,8 @@ class CohortConfig:
 def load_config(path: str | Path, overrides: list[str] | None = None) -> CohortConfig:
     """Read a YAML config (a cohort, optionally with an ``experiment:`` section), apply ``--set key=value``
     overrides, validate."""
+    from corl_vl.io import read_text_file  # here: importing the config stays light (tests/test_layering.py)
+
     path = Path(path)
     try:
         raw = load_yaml(read_text_file(path, "config"), str(path))
