@@ -37,6 +37,7 @@ ELEVEN = ",".join(["0.6", "0.4"] * 5 + ["0.5"])
         (["--phase-portrait", "never.png", "--k", "10000000"], "--k"),
         (["--cohort", ELEVEN], "--topology ring"),  # 9^10 outcomes per weighted label: refused, not OOM
         (["--cohort", "0.6,0.4,0.5,0.7,0.3,0.2", "--k", "64"], "smaller --k"),
+        (["--cohort", ";".join(["0.6,0.4"] * 200)], "fewer rows"),  # 400 cells: minutes, looked like a hang
     ],
 )
 def test_theory_refuses_unusable_parameters_in_one_line(

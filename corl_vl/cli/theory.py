@@ -17,6 +17,9 @@ EXAMPLES = ("complementary", "ring3", "collapsed")
 #: Largest --k: the exact sums over K draws build (K+1)×(K+1) matrices per step (K = 1024 takes seconds; a
 #: million would need terabytes), and GRPO groups in practice hold 4–64 rollouts.
 MAX_K = 1024
+#: Most cells (prompt types × agents) --cohort integrates: each is an exact pooled sum per step, and 48 cells take
+#: about a minute on one core (16 types × 3 agents measured 38 s); more would look like a hang.
+MAX_COHORT_CELLS = 48
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -106,6 +109,11 @@ def _rows(text: str) -> list[list[float]]:
         )
     if any(not 0.0 <= x <= 1.0 for r in rows for x in r):
         raise CorlError("--cohort: accuracies must be in [0, 1]")
+    if len(rows) * len(rows[0]) > MAX_COHORT_CELLS:
+        raise CorlError(
+            f"--cohort: {len(rows)} prompt types × {len(rows[0])} agents = {len(rows) * len(rows[0])} cells, more "
+            f"than the {MAX_COHORT_CELLS} one integration handles in about a minute; give fewer rows or agents"
+        )
     return rows
 
 
