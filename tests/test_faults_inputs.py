@@ -122,6 +122,12 @@ def test_synth_never_clobbers_the_current_folder_a_file_or_a_foreign_folder(tmp_
         tmp_path / "work" / "keep.py"
     ).read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "work"]
+    for command in (
+        ["data", "prepare", "math-l3-5"],
+        ["data", "rephrase", "--model", "m", "--data", "d.jsonl"],
+    ):
+        assert main([*command, "--out", ".", "--overwrite"]) == 2  # refused before reading any data or model
+        _one_line(capsys, "--out .")
     (
         tmp_path / "empty"
     ).mkdir()  # an empty folder is written into; a dataset needs --overwrite to be replaced

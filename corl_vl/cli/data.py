@@ -112,7 +112,10 @@ def run_rephrase(args: argparse.Namespace) -> int:
     from corl_vl.data.datasets import load_problems
     from corl_vl.data.rephrase import rephrase, write_view
 
-    if args.out.exists() and not args.overwrite:
+    overwrite = args.overwrite
+    if args.out.suffix != ".jsonl":  # a dataset folder: never `.`, a file or a folder of other files
+        overwrite = check_dataset_output(args.out, overwrite=args.overwrite)
+    elif args.out.exists() and not args.overwrite:
         raise CorlError(f"{args.out} already exists (use --overwrite to replace it)")
     split = args.split
     problems = load_problems(args.data, split=split, limit=args.limit, text_only=args.text_only)
@@ -129,7 +132,7 @@ def run_rephrase(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         device=args.device,
     )
-    out = write_view(result.problems, args.out, overwrite=args.overwrite)
+    out = write_view(result.problems, args.out, overwrite=overwrite)
     reasons = ", ".join(f"{k}: {v}" for k, v in sorted(result.replaced.items())) or "none"
     print(
         f"rephrased {len(problems) - result.n_replaced}/{len(problems)} problems; "
