@@ -302,9 +302,11 @@ class CohortConfig:
 def load_config(path: str | Path, overrides: list[str] | None = None) -> CohortConfig:
     """Read a YAML config (a cohort, optionally with an ``experiment:`` section), apply ``--set key=value``
     overrides, validate."""
+    from corl_vl.io import read_text_file  # here: importing the config stays light (tests/test_layering.py)
+
     path = Path(path)
     try:
-        raw = load_yaml(path.read_text(), str(path))
+        raw = load_yaml(read_text_file(path, "config"), str(path))
     except FileNotFoundError:
         raise CorlError(f"config file not found: {path}") from None
     except IsADirectoryError:

@@ -14,6 +14,9 @@ so a power cut may still lose the newest write.)
   file should go, a file where a folder should go, a name too long) as one line that says what to do; the CLI
   prints it instead of a traceback.
 - :func:`check_output_path`: the same mistakes in an output flag, refused before any work is done.
+- :func:`check_regular_file`, :func:`read_text_file`, :func:`loads_json`: inputs that are not plain files (a FIFO
+  or a device would block or never end), larger than any input here, not UTF-8, or JSON nested past Python's
+  stack, each as one line naming the file.
 """
 
 from __future__ import annotations
@@ -30,6 +33,73 @@ from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
+
+#: Largest config or JSON document read whole (a YAML config is kilobytes; /dev/zero never ends).
+MAX_TEXT_BYTES = 64 * 1024 * 1024
+#: Largest JSON data file read whole (a benchmark dump or a dataset as one JSON array).
+MAX_JSON_BYTES = 8 * 1024**3
+
+
+def special_file_kind(path: str | Path) -> str | None:
+    """``"a FIFO (named pipe)"`` or ``"a device or socket"`` for such a path; None for a plain file, a folder
+    or a path that does not exist (its open reports that)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+        return None
+    return "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device or socket"
+
+
+def check_regular_file(path: str | Path, what: str = "file") -> None:
+    """Refuse, before opening, a path that is a FIFO, socket or device: reading one may block forever or never
+    end."""
+    kind = special_file_kind(path)
+    if kind is not None:
+        raise CorlError(f"{path}: is {kind}, not a regular {what}; give a plain file")
+
+
+def read_text_file(path: str | Path, what: str = "file", *, limit: int = MAX_TEXT_BYTES) -> str:
+    """The UTF-8 text of a plain file of at most ``limit`` bytes; anything else is one :class:`CorlError` line.
+    ``FileNotFoundError`` and ``IsADirectoryError`` pass through for the caller's own wording."""
+    check_regular_file(path, what)
+    with open(path, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise CorlError(
+            f"{path}: larger than {limit // 2**20} MiB, far more than any {what} here; check the path"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CorlError(
+            f"{path}: not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8"
+        ) from None
+
+
+def loads_json(text: str, where: str) -> Any:
+    """``json.loads`` whose nesting past Python's stack is one line naming ``where``, not a RecursionError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise CorlError(f"{where}: JSON nested too deeply to read (thousands of levels)") from None
+
+
+def check_answer_value(value: Any, where: str) -> Any:
+    """``value`` if it is an answer a grader can read as text (a string, an integer, a finite number); anything
+    else (true/false, NaN, infinity, a list, an object, null) is one :class:`CorlError` line naming ``where``
+    (``file:row field 'answer'``): ``str()`` would turn it into a Python repr that is then graded as if meant."""
+    import math
+
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    got = f"{value}" if isinstance(value, float) else f"{_kind(value)} {json.dumps(value, default=str)[:40]}"
+    raise CorlError(f"{where}: must be text or a finite number, got {got}; fix or drop the row")
 
 
 def _kind(value: Any) -> str:
@@ -52,6 +122,7 @@ def read_jsonl(
     (a cache whose last line an interrupted run cut off).
     """
     path = Path(path)
+    check_regular_file(path, what)
     try:
         fh = path.open("rb")
     except FileNotFoundError:
@@ -67,6 +138,8 @@ def read_jsonl(
                     continue
                 row = json.loads(line)
                 problem = None if isinstance(row, dict) else f"expected a JSON object, got {_kind(row)}"
+            except RecursionError:
+                problem = "JSON nested too deeply to read (thousands of levels)"
             except UnicodeDecodeError as err:
                 problem = f"not UTF-8 text ({err.reason})"
             except json.JSONDecodeError as err:
@@ -219,6 +292,40 @@ def check_output_path(path: str | Path, *, folder: bool, flag: str) -> None:
             f"{flag}: the name {too_long[0][:40]}… is {len(os.fsencode(too_long[0]))} bytes long; most file "
             "systems allow 255 bytes per name, use a shorter one"
         )
+
+
+#: Files that mark a folder as a ``datasets`` save_to_disk folder (the only folders ``--overwrite`` replaces).
+DATASET_MARKERS = ("dataset_dict.json", "state.json")
+
+
+def check_dataset_output(out: str | Path, *, overwrite: bool, flag: str = "--out") -> bool:
+    """Whether ``out`` (a dataset folder to be written whole) may be written, refusing what would clobber files.
+
+    Never replaced, even with ``--overwrite``: the current folder or one above it (``--out .`` would swap the
+    whole working folder), the home folder, and anything that is not a dataset folder (a file, a folder of
+    other files). An existing dataset folder needs ``--overwrite``; a missing or empty folder is written.
+    Returns True when something is there to replace (an empty folder or, with ``overwrite``, a dataset).
+    """
+    out = Path(out)
+    where = out.resolve()
+    cwd = Path.cwd().resolve()
+    if where == cwd or where in cwd.parents or where == Path.home().resolve():
+        raise CorlError(
+            f"{flag} {out}: is the current folder, one above it or the home folder; the dataset replaces its "
+            f"folder whole, so give a new folder name (e.g. {flag} data/synth)"
+        )
+    if not os.path.lexists(out):
+        return False
+    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
+        return True  # an empty folder: nothing to lose
+    if not (out.is_dir() and any((out / marker).exists() for marker in DATASET_MARKERS)):
+        raise CorlError(
+            f"{flag} {out}: exists and is not a dataset folder (no {DATASET_MARKERS[0]}); it is never replaced "
+            "(not even with --overwrite), so pick a new name or remove it yourself"
+        )
+    if not overwrite:
+        raise CorlError(f"{flag} {out}: already exists (use --overwrite to replace it)")
+    return True
 
 
 def os_error_line(err: OSError) -> str | None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from corl_vl.errors import CorlError
+
 _SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -19,7 +21,8 @@ def project_root() -> Path | None:
 
 
 def cache_dir() -> Path:
-    """The one cache folder (created on demand)."""
+    """The one cache folder (created on demand); a path that cannot be that folder is one :class:`CorlError`
+    line naming ``CORL_VL_CACHE`` (a file there, or a file or unwritable folder above it)."""
     env = os.environ.get("CORL_VL_CACHE")
     if env:
         path = Path(env).expanduser()
@@ -27,7 +30,15 @@ def cache_dir() -> Path:
         path = project_root() / ".cache"
     else:
         path = Path.home() / ".cache" / "corl-vl"
-    path.mkdir(parents=True, exist_ok=True)
+    name = f"CORL_VL_CACHE={env}" if env else f"the cache folder {path}"
+    if path.exists() and not path.is_dir():
+        raise CorlError(f"{name}: is a file, not a folder; point CORL_VL_CACHE at a folder (made if missing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CorlError(
+            f"{name}: cannot create the cache folder ({err.strerror or err}); point CORL_VL_CACHE at a writable folder"
+        ) from None
     return path.resolve()
 
 
@@ -46,7 +57,10 @@ def configure_cache_env() -> None:
     }
     for key, value in defaults.items():
         if key not in os.environ:
-            value.mkdir(parents=True, exist_ok=True)
+            try:
+                value.mkdir(parents=True, exist_ok=True)
+            except OSError as err:  # e.g. a file named hf/ inside the cache folder
+                raise CorlError(f"{value}: cannot create this cache folder ({err.strerror or err})") from None
             os.environ[key] = str(value)
     # corl-vl draws its own (rich) progress; the per-file tqdm bars of hub/transformers/datasets only add noise.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

@@ -39,13 +39,29 @@ def test_kappa_and_friends_on_a_hand_table() -> None:
         ((71, 29, 29, 71), 0.42, "good partner"),  # p_o 0.71: exactly the paper's different-family bound
         ((151, 49, 49, 151), 0.51, "correlated errors"),  # p_o 0.755: exactly the same-family bound
         ((0, 2, 2, 0), -1.0, "good partner"),  # always disagree
-        ((3, 0, 1, 0), 0.0, "good partner"),  # A always right: p_o = p_e = 0.75
     ],
 )
 def test_kappa_on_more_hand_tables(cells: tuple[int, int, int, int], kappa: float, verdict: str) -> None:
     stats = dg.pair_stats(*_vectors(*cells))
     assert stats.kappa == pytest.approx(kappa)
     assert stats.recommendation.startswith(verdict)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "said"),
+    [
+        ([True] * 4, [False] * 4, "model A is always right and model B is always wrong"),  # κ would read 0
+        ([True] * 4, [True, False, True, False], "model A is always right"),  # p_o = p_e = 0.5
+        ([True, False, True, True], [False] * 4, "model B is always wrong"),
+        ([False] * 4, [False] * 4, "model A is always wrong and model B is always wrong"),
+    ],
+)
+def test_kappa_undefined_when_a_model_never_errs_or_never_succeeds(a: list, b: list, said: str) -> None:
+    """Issue 45: an always-right and an always-wrong model are no "good partners": κ is undefined, and says why."""
+    stats = dg.pair_stats(a, b)
+    assert stats.kappa is None and stats.kappa_se is None
+    assert stats.recommendation.startswith("undefined") and said in stats.recommendation
+    assert dg.cohen_kappa(a, b) is None
 
 
 def test_kappa_undefined_when_both_models_are_always_right() -> None:

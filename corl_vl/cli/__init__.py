@@ -81,7 +81,11 @@ class _Format(logging.Formatter):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    configure_cache_env()
+    try:
+        configure_cache_env()
+    except CorlError as err:  # CORL_VL_CACHE names a file, an unwritable place …: one line, before any work
+        print(f"corl-vl: error: {err}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level, args.library_progress)
     try:

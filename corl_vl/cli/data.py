@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from corl_vl.errors import CorlError
+from corl_vl.io import check_dataset_output
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -61,13 +62,12 @@ def run_synth(args: argparse.Namespace) -> int:
     skills = None  # generate_problems rejects unknown or empty skill lists with the list of what exists
     if args.skills is not None:
         skills = [name.strip() for name in args.skills.split(",") if name.strip()]
-    if args.out.exists() and not args.overwrite:
-        raise CorlError(f"{args.out} already exists (use --overwrite to replace it)")
+    replace = check_dataset_output(args.out, overwrite=args.overwrite)  # never `.`, a file, other folders
     splits = {
         "train": generate_problems(args.n, seed=args.seed, split="train", skills=skills),
         "test": generate_problems(test_n, seed=args.seed, split="test", skills=skills),
     }
-    out = write_dataset(splits, args.out, overwrite=args.overwrite)
+    out = write_dataset(splits, args.out, overwrite=replace)
     print(skill_summary(splits))
     print(f"wrote {out} (load with corl_vl.data.load_problems or datasets.load_from_disk)")
     return 0
@@ -112,7 +112,10 @@ def run_rephrase(args: argparse.Namespace) -> int:
     from corl_vl.data.datasets import load_problems
     from corl_vl.data.rephrase import rephrase, write_view
 
-    if args.out.exists() and not args.overwrite:
+    overwrite = args.overwrite
+    if args.out.suffix != ".jsonl":  # a dataset folder: never `.`, a file or a folder of other files
+        overwrite = check_dataset_output(args.out, overwrite=args.overwrite)
+    elif args.out.exists() and not args.overwrite:
         raise CorlError(f"{args.out} already exists (use --overwrite to replace it)")
     split = args.split
     problems = load_problems(args.data, split=split, limit=args.limit, text_only=args.text_only)
@@ -129,7 +132,7 @@ def run_rephrase(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         device=args.device,
     )
-    out = write_view(result.problems, args.out, overwrite=args.overwrite)
+    out = write_view(result.problems, args.out, overwrite=overwrite)
     reasons = ", ".join(f"{k}: {v}" for k, v in sorted(result.replaced.items())) or "none"
     print(
         f"rephrased {len(problems) - result.n_replaced}/{len(problems)} problems; "
@@ -175,7 +178,8 @@ def run_prepare(args: argparse.Namespace) -> int:
     if args.source is not None and not args.source.is_dir():
         raise CorlError(f"--source {args.source}: no such folder")
     recipe = get_recipe(split_recipe_name(args.name)[0])
-    out, rows = prepare(args.name, args.out, source=args.source, limit=args.limit, overwrite=args.overwrite)
+    replace = check_dataset_output(args.out, overwrite=args.overwrite)
+    out, rows = prepare(args.name, args.out, source=args.source, limit=args.limit, overwrite=replace)
     print(f"{recipe.name}: {rows} problems from {args.source or recipe.hub_id} ({recipe.keep_description})")
     print(f"wrote {out} (train on it with --set data.train={out})")
     return 0

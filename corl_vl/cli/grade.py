@@ -20,7 +20,7 @@ from typing import Any
 
 from corl_vl.answers.clean import encodable
 from corl_vl.errors import CorlError
-from corl_vl.io import check_output_path, read_jsonl, write_jsonl_atomic
+from corl_vl.io import check_answer_value, check_output_path, read_jsonl, write_jsonl_atomic
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -76,8 +76,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
                 raise CorlError(f"{where}: missing field {key!r}")
         if not isinstance(record["response"], str):
             raise CorlError(f"{where}: field 'response' must be a string")
-        if isinstance(record["answer"], bool) or not isinstance(record["answer"], (str, int, float)):
-            raise CorlError(f"{where}: field 'answer' must be a string or a number")
+        check_answer_value(record["answer"], f"{where} field 'answer'")  # NaN, true, a list: not graded
         _check_list(record, "choices", where)
         _check_list(record, "options", where)
         precision = record.get("precision")

@@ -51,13 +51,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from corl_vl.cli import _launch_checks as checks
     from corl_vl.config import load_config
-    from corl_vl.io import write_text_atomic
-    from corl_vl.train.placement import place, simulated_nodes
+    from corl_vl.io import check_output_path, write_text_atomic
+    from corl_vl.train.placement import gpu_counts, place, simulated_nodes
 
+    extra = args.train_args[1:] if args.train_args[:1] == ["--"] else list(args.train_args)
+    checks.check_sizes(args.nodes, args.gpus_per_node, args.master_port)
+    given = [("--config", args.config), ("--master-addr", args.master_addr)]
+    given += [("--set", o) for o in args.overrides] + [("train arguments after --", x) for x in extra]
+    checks.check_script_values(given + ([("--write", args.write)] if args.write else []))
+    if args.write:
+        checks.check_write_target(args.write, args.config)
+        check_output_path(args.write, folder=False, flag="--write")
     cfg = load_config(args.config, list(args.overrides))
-    requests = [a.gpus for a in cfg.agents]
-    options = {"tensor_parallel_size": cfg.rollout.tensor_parallel_size, "names": cfg.agent_names()}
+    checks.check_script_values([("train.output_dir", str(cfg.train.output_dir))])
+    requests, names = [a.gpus for a in cfg.agents], cfg.agent_names()
+    tp = cfg.rollout.tensor_parallel_size
+    total = args.nodes * args.gpus_per_node
+    checks.check_ranks(names, gpu_counts(requests, total, max(tp, 1)), cfg.data.problems_per_step)
+    if args.nodes > min(total, sum(r or total for r in requests)):  # O(1): more nodes than ranks to run
+        raise CorlError(f"--nodes {args.nodes}: more nodes than the agents' ranks; use fewer nodes")
+    options = {"tensor_parallel_size": tp, "names": names}
     hardware = place(requests, simulated_nodes(args.nodes, args.gpus_per_node), **options)
     nproc = hardware.used_per_node()
     if 0 in nproc:
@@ -66,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     plan = place(
         requests, [list(range(sum(nproc[:i]), sum(nproc[: i + 1]))) for i in range(len(nproc))], **options
     )
-    extra = args.train_args[1:] if args.train_args[:1] == ["--"] else list(args.train_args)
+    checks.check_ranks(names, [len(g) for g in plan.groups], cfg.data.problems_per_step)
     program = [*TRAIN, "--config", args.config, *(x for o in args.overrides for x in ("--set", o)), *extra]
     if not cfg.distributed.deepspeed and any(len(ranks) > 1 for ranks in plan.groups):
         log.warning(
@@ -76,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     idle = [hardware.leftover_line()] if hardware.leftover else []
     notes = [f"# {line}" for line in plan.lines() + idle]
     notes.append(
-        f"# the run folder ({cfg.train.output_dir} unless --output-dir) must be shared by every node"
+        f"# the run folder ({shlex.quote(str(cfg.train.output_dir))} unless --output-dir) must be shared by every node"
     )
     if args.slurm:
         text = "\n".join(sbatch_script(nproc, args.gpus_per_node, args.master_port, program, notes)) + "\n"

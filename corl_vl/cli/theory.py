@@ -14,6 +14,12 @@ import sys
 from corl_vl.errors import CorlError
 
 EXAMPLES = ("complementary", "ring3", "collapsed")
+#: Largest --k: the exact sums over K draws build (K+1)×(K+1) matrices per step (K = 1024 takes seconds; a
+#: million would need terabytes), and GRPO groups in practice hold 4–64 rollouts.
+MAX_K = 1024
+#: Most cells (prompt types × agents) --cohort integrates: each is an exact pooled sum per step, and 48 cells take
+#: about a minute on one core (16 types × 3 agents measured 38 s); more would look like a hang.
+MAX_COHORT_CELLS = 48
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -103,6 +109,11 @@ def _rows(text: str) -> list[list[float]]:
         )
     if any(not 0.0 <= x <= 1.0 for r in rows for x in r):
         raise CorlError("--cohort: accuracies must be in [0, 1]")
+    if len(rows) * len(rows[0]) > MAX_COHORT_CELLS:
+        raise CorlError(
+            f"--cohort: {len(rows)} prompt types × {len(rows[0])} agents = {len(rows) * len(rows[0])} cells, more "
+            f"than the {MAX_COHORT_CELLS} one integration handles in about a minute; give fewer rows or agents"
+        )
     return rows
 
 
@@ -112,6 +123,9 @@ def _cohort(rows: list[list[float]] | tuple, args: argparse.Namespace) -> tuple[
 
     n = len(rows[0])
     sups = ct.all_peers(n) if args.topology == "all_peers" else ct.ring(n)
+    ct.check_size(
+        max(len(s) for s in sups), args.k
+    )  # before integrating: weighted labels enumerate all outcomes
     result: dict = {"k": args.k, "topology": args.topology, "peer_reward": args.peer_reward, "final": {}}
     lines = [
         f"{n}-agent cohort ({args.topology}, {args.peer_reward} reward, {args.advantage}, K = {args.k}), "
@@ -202,8 +216,12 @@ def run(args: argparse.Namespace) -> int:
     for flag, value in (("--pa", args.pa), ("--pb", args.pb)):
         if value is not None and not 0.0 <= value <= 1.0:
             raise CorlError(f"{flag} must be an accuracy in [0, 1], got {value}")
-    if args.k < 1:
-        raise CorlError(f"--k must be a positive integer, got {args.k}")
+    if not 1 <= args.k <= MAX_K:
+        raise CorlError(
+            f"--k must be an integer from 1 to {MAX_K} (rollouts per prompt; the exact sums grow as K²), got {args.k}"
+        )
+    if not (math.isfinite(args.eps) and args.eps >= 0):
+        raise CorlError(f"--eps must be a finite number ≥ 0 (GRPO's std epsilon), got {args.eps}")
     _check_applicable(
         args, cohort=args.cohort is not None or args.example == "collapsed", integrates=any(modes)
     )

@@ -26,7 +26,7 @@ from typing import Any
 from corl_vl.data.images import _describe, check_aspect, lazy_image, verify_image
 from corl_vl.data.problem import ImageLike, Problem
 from corl_vl.errors import CorlError
-from corl_vl.io import read_jsonl
+from corl_vl.io import MAX_JSON_BYTES, check_regular_file, loads_json, read_jsonl, read_text_file
 
 Columns = str | tuple[str, ...] | None
 
@@ -125,9 +125,7 @@ def _read_json(path: Path, id_column: str | None, limit: int | None) -> _Source:
         rows: Any = [row for _, row in read_jsonl(path)]
     else:
         try:
-            rows = json.loads(path.read_text(encoding="utf-8"))
-        except UnicodeDecodeError as err:
-            raise CorlError(f"{path}: not UTF-8 text ({err.reason})") from None
+            rows = loads_json(read_text_file(path, "data file", limit=MAX_JSON_BYTES), str(path))
         except json.JSONDecodeError as err:
             raise CorlError(f"{path}: invalid JSON ({err.msg} at column {err.colno})") from None
     if isinstance(rows, dict):  # {id: row}: the key is the id
@@ -186,6 +184,7 @@ def _read(path: Path, split: str | None, fields: FieldMap, limit: int | None) ->
         split = split or "train"
         columns, rows = load_rows(path, split=split, label=f"{path} [{split}]", limit=limit)
         return _Source(f"{path} [{split}]", path, columns, rows)
+    check_regular_file(path, "data file")  # a FIFO or device would block the reader forever
     if split is not None:
         raise CorlError(f"{path}: a single file has no splits, but split={split!r} was given")
     if path.suffix == ".parquet":

@@ -15,6 +15,7 @@ from PIL import Image, UnidentifiedImageError
 
 from corl_vl.data.problem import ImageLike
 from corl_vl.errors import CorlError
+from corl_vl.io import special_file_kind
 
 # What PIL raises for unreadable data: unknown format, truncated or corrupt streams, bad chunk CRCs.
 _READ_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError)
@@ -23,6 +24,14 @@ _READ_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.
 def _describe(source: ImageLike | bytes, where: str | None) -> str:
     name = f"image file {source}" if isinstance(source, str | Path) else "embedded image"
     return f"{where}: {name}" if where else name
+
+
+def _check_plain(source: object, where: str | None) -> None:
+    """A FIFO or device given as an image would block PIL's open forever (or never end): refuse it first."""
+    if isinstance(source, str | Path):
+        kind = special_file_kind(source)
+        if kind is not None:
+            raise CorlError(f"{_describe(source, where)} is {kind}, not an image file; give a plain file")
 
 
 def open_image(source: ImageLike | bytes, *, where: str | None = None) -> Image.Image:
@@ -40,6 +49,7 @@ def open_image(source: ImageLike | bytes, *, where: str | None = None) -> Image.
         elif isinstance(source, bytes | bytearray):
             image = Image.open(io.BytesIO(source))
         elif isinstance(source, str | Path):
+            _check_plain(source, where)
             image = Image.open(Path(source))
         else:
             raise CorlError(
@@ -77,6 +87,7 @@ def verify_image(source: str | Path | bytes, *, where: str | None = None, shape:
     Cheap enough to run over a whole dataset at load time (PIL's ``verify`` reads the header and checks
     chunk checksums), so a broken file is reported before training starts rather than mid-run.
     """
+    _check_plain(source, where)
     try:
         stream = io.BytesIO(source) if isinstance(source, bytes | bytearray) else Path(source)
         with Image.open(stream) as image:

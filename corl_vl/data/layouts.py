@@ -30,6 +30,8 @@ class Layout:
         images: the image column (one image or a list), or None for text datasets.
         answer_step: extraction step that pulls the short answer out of ``answer`` (``boxed``,
             ``answer_tag``; see :func:`corl_vl.answers.extract.extract_answer`), or None to use it as is.
+            A text where the step finds nothing has no answer (None): a worked solution, or its last sentence,
+            is never taken as the answer (no grader would match it, and a GT reward would train on it).
     """
 
     name: str
@@ -57,8 +59,11 @@ class Layout:
         if self.answer is not None:
             raw = row.get(self.answer)
             text = "" if raw is None else str(raw)
-            short = extract_answer(text, order=[self.answer_step]) if self.answer_step else None
-            out["answer"] = short if short is not None else (text.strip() or None)
+            if self.answer_step:
+                short = extract_answer(text, order=[self.answer_step])
+                out["answer"] = short.strip() or None if short is not None else None
+            else:
+                out["answer"] = text.strip() or None
         return out
 
 

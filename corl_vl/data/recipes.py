@@ -11,6 +11,7 @@ The table in docs/data.md lists each recipe's rows, fields and license.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,8 @@ from typing import Any
 
 from corl_vl.data.layouts import MATH, MMR1, OPEN_R1, Layout
 from corl_vl.errors import CorlError
+
+log = logging.getLogger("corl_vl")
 
 __all__ = [
     "RECIPES",
@@ -176,6 +179,21 @@ def load_recipe_rows(
     rows = recipe.layout.normalize(rows)
     if recipe.keep is not None:
         rows = [row for row in rows if recipe.keep(row)]
+    if recipe.layout.answer_step is not None:  # the answer sits in a solution: a row without one is left out
+        kept = [row for row in rows if row.get("answer") is not None]
+        if len(kept) < len(rows):
+            where = {"boxed": "a \\boxed{} answer", "answer_tag": "an <answer> tag"}[
+                recipe.layout.answer_step
+            ]
+            log.warning(
+                "%s: left out %d of %d rows whose %s has no %s (an answer is never guessed from the text)",
+                label,
+                len(rows) - len(kept),
+                len(rows),
+                recipe.layout.answer,
+                where,
+            )
+        rows = kept
     if limit is not None:
         rows = rows[:limit]
     columns = list(dict.fromkeys(key for row in rows for key in row)) if rows else ["id", "question"]

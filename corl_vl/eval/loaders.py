@@ -21,7 +21,7 @@ from typing import Any
 
 from corl_vl.data.problem import ImageLike, Problem
 from corl_vl.errors import CorlError
-from corl_vl.io import read_jsonl
+from corl_vl.io import MAX_JSON_BYTES, check_answer_value, loads_json, read_jsonl, read_text_file
 
 _ANNOTATION_SUFFIXES = (".json", ".jsonl", ".parquet", ".csv")
 
@@ -82,6 +82,11 @@ def first_present(
         if row.get(name) is not None:
             return row[name]
     raise CorlError(f"{ctx.where(record_id)}: missing field '{names[0]}' (also tried {', '.join(names[1:])})")
+
+
+def answer_text(value: Any, ctx: RowContext, record_id: str, name: str = "answer") -> str:
+    """A gold answer as text; true/false, NaN, a list, an object … are refused naming file, record and field."""
+    return as_text(check_answer_value(value, f"{ctx.where(record_id)} field '{name}'"))
 
 
 def as_text(value: Any) -> str:
@@ -163,7 +168,7 @@ def record_images(
 # ---------------------------------------------------------------------------------------------- file reading
 def _read_json(path: Path) -> list[dict[str, Any]]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_json(read_text_file(path, "benchmark file", limit=MAX_JSON_BYTES), str(path))
     except json.JSONDecodeError as err:
         raise CorlError(f"{path}: not valid JSON ({err})") from None
     if isinstance(data, dict):

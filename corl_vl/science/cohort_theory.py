@@ -30,14 +30,42 @@ WEIGHTINGS = ("uniform", "agreement", "dawid_skene")
 #: Two complementary agents (0.9 on their own prompt type, 0.2 on the other's) and a collapsed third one that
 #: always gives the same wrong answer — the 3-agent toy of benchmarks/science/three_agents.py.
 COLLAPSED = ((0.9, 0.2, 0.0), (0.2, 0.9, 0.0))
+#: Most outcomes one pooled label may enumerate. Equal weights merge to (supervisors·K + 1) values; distinct
+#: weights give up to (K + 1)^supervisors, and above this bound one integration takes minutes (or all memory).
+MAX_OUTCOMES = 10_000
+
+
+def outcome_bound(n_supervisors: int, k: int) -> int:
+    """Worst-case support size of a label pooling ``n_supervisors`` agents with distinct weights."""
+    return (k + 1) ** n_supervisors
+
+
+def check_size(n_supervisors: int, k: int) -> None:
+    """Refuse, in one line, a pooled label whose outcomes would not fit :data:`MAX_OUTCOMES`."""
+    if outcome_bound(n_supervisors, k) > MAX_OUTCOMES:
+        most = max((m for m in range(1, 64) if outcome_bound(m, k) <= MAX_OUTCOMES), default=0)
+        raise CorlError(
+            f"theory: a label pooling {n_supervisors} weighted supervisors with K = {k} has up to "
+            f"(K+1)^{n_supervisors} = {outcome_bound(n_supervisors, k):.3g} outcomes, more than the "
+            f"{MAX_OUTCOMES:,} this exact computation enumerates; use --topology ring, fewer agents "
+            f"(at most {most} supervisors per label at this K) or a smaller --k"
+        )
 
 
 def pooled_share(sources: Sequence[float], weights: Sequence[float], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Support and probabilities of ``S = Σ_j w_j C_j / (K Σ_j w_j)`` with independent ``C_j ~ Bin(K, s_j)``."""
+    """Support and probabilities of ``S = Σ_j w_j C_j / (K Σ_j w_j)`` with independent ``C_j ~ Bin(K, s_j)``.
+
+    Equal sums are merged after each supervisor (exactly: float equality), so equal weights stay at
+    (supervisors·K + 1) values; a support that would exceed :data:`MAX_OUTCOMES` is refused.
+    """
     values, probs = np.zeros(1), np.ones(1)
     for s, w in zip(sources, weights, strict=True):
+        if values.size * (k + 1) > MAX_OUTCOMES:
+            check_size(len(sources), k)
         values = (values[:, None] + w * np.arange(k + 1)[None, :]).ravel()
         probs = (probs[:, None] * _pmf(np.asarray(s, dtype=float), k)[None, :]).ravel()
+        values, where = np.unique(values, return_inverse=True)
+        probs = np.bincount(where.ravel(), weights=probs, minlength=values.size)
     return values / (k * float(sum(weights))), probs
 
 

@@ -9,7 +9,9 @@ Definitions (docs/theory.md gives the reasoning), with a 2×2 table of n problem
 right, n01 only B right, n00 both wrong:
 
 * κ = (p_o − p_e) / (1 − p_e), p_o = (n11 + n00)/n, p_e = a·b + (1−a)(1−b) with accuracies a, b; undefined
-  (None) when p_e = 1 (both models constant and identical).
+  (None) when either model is constant (accuracy 0 or 1): then p_o = p_e for any partner, so κ is 0 or 0/0
+  whatever the other model does, and says nothing about decoupling (an always-right and an always-wrong model
+  would read as κ = 0, a "good partner").
 * error overlap = n00 / (n00 + n10 + n01), the Jaccard overlap of the two error sets; also P(B wrong | A wrong).
 * complementarity c = 100 · (n10 + n01)/n: the % of problems where exactly one model is right, i.e. where one
   can supervise the other towards the correct answer. The paper does not print its formula; this one reproduces
@@ -26,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from corl_vl.errors import CorlError
-from corl_vl.io import read_jsonl, write_jsonl_atomic
+from corl_vl.io import check_answer_value, read_jsonl, write_jsonl_atomic
 
 #: Largest κ the paper observed for a different-family pair (App. A).
 KAPPA_DECOUPLED_MAX = 0.42
@@ -64,7 +66,7 @@ def table(a: Sequence[bool], b: Sequence[bool]) -> tuple[int, int, int, int]:
 
 
 def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
-    """Cohen's κ between two binary correctness vectors; None when chance agreement is 1 (κ is 0/0)."""
+    """Cohen's κ between two binary correctness vectors; None when a model never errs or never succeeds."""
     n11, n10, n01, n00 = table(a, b)
     n = n11 + n10 + n01 + n00
     if n == 0:
@@ -72,13 +74,30 @@ def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
     acc_a, acc_b = (n11 + n10) / n, (n11 + n01) / n
     p_o = (n11 + n00) / n
     p_e = acc_a * acc_b + (1 - acc_a) * (1 - acc_b)
-    return None if p_e >= 1.0 else (p_o - p_e) / (1 - p_e)
+    if _constant(acc_a) or _constant(acc_b):  # κ is then 0 (or 0/0) whatever the other model does
+        return None
+    return (p_o - p_e) / (1 - p_e)
 
 
-def recommend(kappa: float | None) -> str:
+def _constant(accuracy: float) -> bool:
+    return accuracy in (0.0, 1.0)
+
+
+def _undefined_reason(acc_a: float, acc_b: float) -> str:
+    what = {1.0: "is always right", 0.0: "is always wrong"}
+    parts = [f"model {name} {what[acc]}" for name, acc in (("A", acc_a), ("B", acc_b)) if _constant(acc)]
+    return (
+        f"undefined: {' and '.join(parts)} on these problems, so κ (and partner quality) cannot be judged; "
+        "compare on problems where each model sometimes errs and sometimes succeeds"
+    )
+
+
+def recommend(kappa: float | None, accuracy_a: float | None = None, accuracy_b: float | None = None) -> str:
     """One line placing κ against the paper's different-family (≤ 0.42) and same-family (≥ 0.51) ranges."""
     if kappa is None:
-        return "undefined: both models are always right or always wrong here, so κ cannot judge them"
+        if accuracy_a is not None and accuracy_b is not None:
+            return _undefined_reason(accuracy_a, accuracy_b)
+        return "undefined: a model is always right or always wrong here, so κ cannot judge the pair"
     kappa = round(kappa, 9)  # a table that gives exactly 0.42 must not fall to the other side by rounding
     if kappa <= KAPPA_DECOUPLED_MAX:
         return (
@@ -118,7 +137,7 @@ def pair_stats(a: Sequence[bool], b: Sequence[bool]) -> PairStats:
         p_b_wrong_given_a_wrong=_ratio(n00, n00 + n01),
         p_a_wrong_given_b_wrong=_ratio(n00, n00 + n10),
         complementarity=100.0 * (n10 + n01) / n,
-        recommendation=recommend(kappa),
+        recommendation=recommend(kappa, acc_a, acc_b),
     )
 
 
@@ -147,6 +166,7 @@ def load_gold(path: str | Path) -> dict[str, dict]:
     for lineno, key, row in _read_rows(path):
         if "answer" not in row:
             raise CorlError(f"{path}:{lineno}: field 'answer' missing")
+        check_answer_value(row["answer"], f"{path}:{lineno} field 'answer'")
         gold[key] = row
     return gold
 
@@ -165,6 +185,10 @@ def _grade(path: Path, lineno: int, row: dict, gold: Mapping[str, dict] | None, 
     if ref is None:
         where = "no 'answer' field and no --gold file" if gold is None else f"id {key!r} not in the gold file"
         raise CorlError(f"{path}:{lineno}: cannot grade: {where}")
+    if "answer" in row:  # a gold row was checked when read; the row's own answer here
+        check_answer_value(row["answer"], f"{path}:{lineno} field 'answer'")
+    if row.get("extracted") is not None:
+        check_answer_value(row["extracted"], f"{path}:{lineno} field 'extracted'")
     record = {**ref, **row, "answer": ref["answer"]}
     try:
         from corl_vl.answers import equivalent, grade_record

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from corl_vl.data.problem import Problem
-from corl_vl.eval.loaders import RowContext, as_text, record_images, require
+from corl_vl.eval.loaders import RowContext, answer_text, as_text, record_images, require
 
 _CHOICES_HEAD = re.compile(r"Choices?\s*:")
 _CHOICE_LINE = re.compile(r"^\s*\(?([A-H])\)?\s*[:.：]\s*(.*?)\s*$")
@@ -37,7 +37,7 @@ def to_problem(row: dict[str, Any], ctx: RowContext) -> Problem:
     sid = as_text(require(row, "sample_index", ctx))
     version = str(require(row, "problem_version", ctx, sid))
     question = str(row.get("question") or "").strip() or VISION_ONLY_QUESTION
-    answer = as_text(require(row, "answer", ctx, sid))
+    answer = answer_text(require(row, "answer", ctx, sid), ctx, sid)
     question_type = str(require(row, "question_type", ctx, sid))
     metadata = row.get("metadata") or {}
     meta: dict[str, Any] = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from corl_vl.data.problem import Problem
-from corl_vl.eval.loaders import RowContext, as_text, record_images, require
+from corl_vl.eval.loaders import RowContext, answer_text, as_text, record_images, require
 
 # Metadata fields the official calculate_score.py breaks accuracy down by (besides question/answer type).
 METADATA_KEYS = ("language", "source", "category", "task", "context", "grade", "skills")
@@ -31,7 +31,7 @@ def format_hint(answer_type: str, precision: int | None) -> str:
 def to_problem(row: dict[str, Any], ctx: RowContext) -> Problem:
     pid = as_text(require(row, "pid", ctx))
     question = str(require(row, "question", ctx, pid))
-    answer = as_text(require(row, "answer", ctx, pid))
+    answer = answer_text(require(row, "answer", ctx, pid), ctx, pid)
     question_type = str(require(row, "question_type", ctx, pid))
     answer_type = str(require(row, "answer_type", ctx, pid))
     precision = row.get("precision")

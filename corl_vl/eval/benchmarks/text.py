@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from corl_vl.data.problem import Problem
-from corl_vl.eval.loaders import RowContext, as_text, first_present, require
+from corl_vl.eval.loaders import RowContext, answer_text, as_text, first_present, require
 
 GPQA_SEED = 0  # GPQA's options are shuffled per record with this fixed seed (stable across runs and machines)
 _MATH_SUBJECT = re.compile(r"^test/([^/]+)/")
@@ -22,7 +22,7 @@ _MATH_SUBJECT = re.compile(r"^test/([^/]+)/")
 def math500_problem(row: dict[str, Any], ctx: RowContext) -> Problem:
     rid = as_text(first_present(row, ("unique_id", "id"), ctx))
     question = str(first_present(row, ("problem", "prompt", "question"), ctx, rid)).strip()
-    answer = as_text(require(row, "answer", ctx, rid))
+    answer = answer_text(require(row, "answer", ctx, rid), ctx, rid)
     subject = row.get("subject")
     if subject is None:
         match = _MATH_SUBJECT.match(rid)  # release ids look like "test/precalculus/807.json"
@@ -35,7 +35,7 @@ def competition_problem(row: dict[str, Any], ctx: RowContext) -> Problem:
     """AMC and AIME rows: ``id``, ``problem``, ``answer`` (AMC stores answers as floats: 142.0 → "142")."""
     rid = as_text(first_present(row, ("id", "ID", "unique_id"), ctx))
     question = str(first_present(row, ("problem", "question", "prompt", "Problem"), ctx, rid)).strip()
-    answer = as_text(first_present(row, ("answer", "Answer"), ctx, rid))
+    answer = answer_text(first_present(row, ("answer", "Answer"), ctx, rid), ctx, rid)
     meta = {"year": as_text(row["year"])} if row.get("year") is not None else {}
     return Problem(id=rid, question=question, answer=answer, meta=meta)
 
@@ -69,6 +69,6 @@ def gsm8k_answer(solution: str) -> str:
 def gsm8k_problem(row: dict[str, Any], ctx: RowContext) -> Problem:
     rid = as_text(row["id"]) if row.get("id") is not None else f"test-{ctx.index}"
     question = str(require(row, "question", ctx, rid)).strip()
-    raw = as_text(require(row, "answer", ctx, rid))
+    raw = answer_text(require(row, "answer", ctx, rid), ctx, rid)
     answer = gsm8k_answer(raw) if "####" in raw else raw
     return Problem(id=rid, question=question, answer=answer)

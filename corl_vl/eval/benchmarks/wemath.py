@@ -11,7 +11,7 @@ from typing import Any
 
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
-from corl_vl.eval.loaders import RowContext, as_text, record_images, require
+from corl_vl.eval.loaders import RowContext, answer_text, as_text, record_images, require
 
 # "A. 300, 400;B. 400, 300;C. 3000, 4000; E. No correct answer": the next letter and a dot open each option,
 # after a ";" or a space and before some text. Real rows also hold "A. 45° B. 60° ;C. 120°" and figure labels
@@ -48,7 +48,7 @@ def to_problem(row: dict[str, Any], ctx: RowContext) -> Problem:
         )
     option_text = str(require(row, "option", ctx, rid))
     options = parse_options(option_text)
-    answer = as_text(require(row, "answer", ctx, rid))
+    answer = answer_text(require(row, "answer", ctx, rid), ctx, rid)
     if not options or ord(answer[:1] or "?") - ord("A") not in range(len(options)):
         raise CorlError(f"{ctx.where(rid)}: answer '{answer}' is not one of the letters of field 'option'")
     meta = {
