@@ -215,7 +215,8 @@ def registry_choices() -> dict[str, Callable[[], list[str]]]:
     from corl_vl.rewards.topology import TOPOLOGIES
     from corl_vl.rollout import ENGINES
     from corl_vl.train.objectives import ADVANTAGES, LOSS_TYPES
-    from model_adapters.registry import PRESETS, list_adapters
+    from model_adapters.presets import all_presets
+    from model_adapters.registry import list_adapters
 
     return {
         "reward.name": lambda: list(reward_names()),
@@ -226,7 +227,7 @@ def registry_choices() -> dict[str, Callable[[], list[str]]]:
         "grpo.advantage": lambda: list(ADVANTAGES),
         "rollout.engine": lambda: ["auto", *ENGINES],
         f"{AGENT}.adapter": lambda: list(list_adapters()),
-        f"{AGENT}.model": lambda: list(PRESETS),
+        f"{AGENT}.model": lambda: list(all_presets()),
     }
 
 
