@@ -99,7 +99,7 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts, Tr
         supports_images: False for text-only families (a problem with images is then an error).
         importance_ratio_cap: default token-level IS truncation cap (None = off) — a family default because the
             rollout/trainer drift is a family property (Gemma-3 drifts ≈ 0.13 nats/token). On (2.0) unless a
-            family declares otherwise: TRL and verl also correct by default; every shipped family declares it.
+            family declares otherwise: TRL and verl also correct by default; every shipped family keeps it.
         contain_nonfinite_rollout_logprobs: whether NaN/inf rollout logprobs are replaced (True: weight 1,
             counted in ``is/nonfinite_tokens``; an engine reports a missing logprob as NaN) or an error.
         image_token: the placeholder token the processor repeats per image token (None for text families).

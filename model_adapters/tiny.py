@@ -25,7 +25,7 @@ from corl_vl.errors import CorlError
 from corl_vl.paths import cache_dir
 
 from .presets import all_presets
-from .tiny_tokenizer import SPECS, build_tokenizer, token_ids
+from .tiny_tokenizer import SPECS, TokenizerSpec, build_tokenizer, token_ids
 from .vllm_layout import apply_to_folder
 
 _BUILD_LOCK = threading.Lock()
@@ -43,9 +43,14 @@ VISION_HEADS = 2
 VISION_LAYERS = 2
 
 
-def text_common(tok: Any, family: str) -> dict[str, Any]:
+def tokenizer_spec(family: str | TokenizerSpec) -> TokenizerSpec:
+    """A shipped tokenizer family's spec by name, or a family's own spec (a new family need not edit SPECS)."""
+    return family if isinstance(family, TokenizerSpec) else SPECS[family]
+
+
+def text_common(tok: Any, family: str | TokenizerSpec) -> dict[str, Any]:
     """Vocabulary size and the explicit bos/eos/pad ids every text config gets."""
-    spec = SPECS[family]
+    spec = tokenizer_spec(family)
     pad_id, eos_id = token_ids(tok, [spec.pad, spec.eos])
     # Families whose tokenizer has no BOS (Qwen) still name one in their config: <|endoftext|>, like the hub's.
     bos_id = token_ids(tok, [spec.bos or spec.pad])[0]
@@ -70,7 +75,7 @@ class TinyRecipe:
     """How to build one tiny checkpoint of a family (declared in ``model_adapters/<family>/tiny.py``)."""
 
     name: str  # the preset name, e.g. "tiny-qwen2.5-vl" (also the cache folder's stem)
-    tokenizer: str  # the tokenizer family in tiny_tokenizer.SPECS
+    tokenizer: str | TokenizerSpec  # a shipped tokenizer family (tiny_tokenizer.SPECS) or the family's own spec
     build: Callable[[Any], tuple[Any, Callable[[], Any] | None]]  # tok → (config, processor factory or None)
     auto_class: str = "AutoModelForImageTextToText"
     post_init: Callable[[Any], None] | None = None  # family fix after random init (inside the seeded block)
@@ -142,11 +147,11 @@ def build_tiny(name: str | TinyRecipe, out_dir: str | Path, *, seed: int = 0) ->
     return out
 
 
-def generation_config(tok: Any, family: str, config: Any) -> Any:
+def generation_config(tok: Any, family: str | TokenizerSpec, config: Any) -> Any:
     """The generation config of a zoo (or full-size) folder: the family's stop tokens, the config's bos/pad."""
     from transformers import GenerationConfig  # heavy: only when a folder is written
 
-    spec = SPECS[family]
+    spec = tokenizer_spec(family)
     text = getattr(config, "text_config", config)
     return GenerationConfig(
         bos_token_id=text.bos_token_id,
