@@ -75,7 +75,9 @@ class TinyRecipe:
     """How to build one tiny checkpoint of a family (declared in ``model_adapters/<family>/tiny.py``)."""
 
     name: str  # the preset name, e.g. "tiny-qwen2.5-vl" (also the cache folder's stem)
-    tokenizer: str | TokenizerSpec  # a shipped tokenizer family (tiny_tokenizer.SPECS) or the family's own spec
+    tokenizer: (
+        str | TokenizerSpec
+    )  # a shipped tokenizer family (tiny_tokenizer.SPECS) or the family's own spec
     build: Callable[[Any], tuple[Any, Callable[[], Any] | None]]  # tok → (config, processor factory or None)
     auto_class: str = "AutoModelForImageTextToText"
     post_init: Callable[[Any], None] | None = None  # family fix after random init (inside the seeded block)
