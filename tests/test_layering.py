@@ -149,8 +149,6 @@ KNOWN_MODULE_CYCLES = {
             "corl_vl.eval.loaders",
         }
     ),
-    frozenset({"corl_vl.plan.fixes", "corl_vl.plan.planner"}),
-    frozenset({"corl_vl.rewards.plugins", "corl_vl.rewards.registry"}),
 }
 # Where model_adapters/ may import inside a function: to keep a heavy dependency off a light import path.
 HEAVY = {"torch", "transformers", "vllm", "safetensors", "PIL", "qwen_vl_utils", "jinja2", "huggingface_hub"}
