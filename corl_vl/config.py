@@ -122,6 +122,20 @@ class GrpoConfig:
     loss_type: str = "bnpo"  # bnpo | grpo | dr_grpo
     advantage: str = "grpo"  # grpo (std-scaled) | dr_grpo (centred only)
     importance_ratio_cap: float | None = None  # None → the adapter's default; 0 → no IS correction
+    # the policy loss and the rest of the loss menu (docs/training.md "Trainer controls"); each off by default
+    policy_loss: str = "ppo_clip"  # ppo_clip | gspo | cispo | sapo | gmpo (corl_vl/train/policy_losses.py)
+    sapo_tau_pos: float = 1.0  # SAPO's gate temperatures for positive / negative advantages
+    sapo_tau_neg: float = 1.05
+    # None → the family's (token_tis at its cap); none | token_tis | token_mask | seq_tis | seq_mask | geo_mask,
+    # at the threshold importance_ratio_cap (unset: the mode's default)
+    rollout_correction: str | None = None
+    kl_estimator: str = "k3"  # k1 | k2 | k3
+    kl_placement: str = "loss"  # loss | reward (β·Σ_t KL_t subtracted from each completion's reward)
+    entropy_coef: float = 0.0  # entropy bonus: −coef·H_t in each token's loss
+    overlong_buffer: int = (
+        0  # DAPO's soft overlong penalty over the last N tokens before max_new_tokens; 0: off
+    )
+    overlong_penalty: float = 1.0  # its factor: the reward of a completion at max_new_tokens drops by this
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 512
@@ -207,7 +221,7 @@ class DistributedConfig:
     deepspeed: str | None = (
         None  # DeepSpeed JSON (configs/deepspeed/zero2.json | zero3.json); needed if > 1 proc
     )
-    zero_stage: int | None = None  # overrides the JSON's zero_optimization.stage (2 or 3)
+    zero_stage: int | None = None  # overrides the JSON's zero_optimization.stage (1, 2 or 3)
     backend: str = "auto"  # torch.distributed backend: auto (nccl on GPU, gloo on CPU) | gloo | nccl
 
 

@@ -12,6 +12,7 @@ import datetime
 from typing import Any
 
 from corl_vl.config_checks import check_config, check_mapping
+from corl_vl.config_loss import check_loss_menu
 from corl_vl.errors import CorlError
 
 # name-valued keys whose choices no implementation table owns (the others are read from their tables)
@@ -53,9 +54,10 @@ def finalize(cfg: Any, source: str) -> Any:
             f"must be in [0, grpo.max_new_tokens={cfg.grpo.max_new_tokens}], got {cfg.grpo.min_new_tokens}",
         )
     check_trainer_controls(cfg, bad)
+    check_loss_menu(cfg, bad)  # policy loss, rollout correction, KL, entropy, overlong
     check_pixel_budget(cfg, bad)
-    if cfg.distributed.zero_stage not in (None, 2, 3):
-        raise bad("distributed.zero_stage", f"must be 2 or 3, got {cfg.distributed.zero_stage}")
+    if cfg.distributed.zero_stage not in (None, 1, 2, 3):
+        raise bad("distributed.zero_stage", f"must be 1, 2 or 3, got {cfg.distributed.zero_stage}")
     if cfg.reward.topology == "graph":
         unknown = {n for k, v in cfg.reward.edges.items() for n in [k, *v]} - set(names)
         if unknown:
@@ -135,6 +137,8 @@ def check_choices(cfg: Any, bad: Any) -> None:
         raise bad(
             "reward.topology", f"mutual needs exactly 2 agents, got {len(cfg.agents)} (use ring or all_peers)"
         )
+    if spec.paired_views and cfg.grpo.dynamic_sampling:  # a draw's twin groups would be kept one by one
+        raise bad("grpo.dynamic_sampling", f"reward.name={cfg.reward.name} pairs views; set it to 0")
     if spec.paired_views:
         missing = [a.name for a in cfg.agents if not a.data_view]
         if missing:

@@ -73,11 +73,20 @@ def train(
     differ). Nothing is written to the run folder before every check that needs no model has passed.
     One process places its agents over ``visible_devices`` (default: the GPUs it sees) and logs where.
     """
-    from corl_vl.train.preflight import check_data, check_deepspeed, check_models_available, check_reporting
+    from corl_vl.train.parts_check import check_trainable
+    from corl_vl.train.preflight import (
+        check_data,
+        check_deepspeed,
+        check_launch,
+        check_models_available,
+        check_reporting,
+    )
 
+    anchor_run_paths(cfg, resume)  # relative files: the run's recorded ones (a resume) or this directory's
     check_deepspeed(cfg)
     check_reporting(cfg)
     check_models_available(cfg)  # before torch is imported, and before anything reads a hub model's files
+    check_trainable(cfg)  # train.freeze and LoRA from the architecture's names (meta device, no weights)
     pin_template_dates(cfg)
 
     from corl_vl.experiment import HeldoutEval, heldout_set, resolve
@@ -100,6 +109,7 @@ def train(
         if dist.is_main:
             for line in dist.placement.lines():
                 log.info(line)
+        check_launch(cfg, dist)
     elif cfg.distributed.deepspeed:
         raise CorlError(
             "distributed.deepspeed is set but this is a single process; launch with torchrun / accelerate launch "
@@ -128,14 +138,17 @@ def train(
     placement = dist.placement.to_dict() if dist is not None else None
     record = _run_record(cfg, run_dir, previous if resume else None, list(allow_config_change), placement)
     main = dist is None or dist.is_main
+    resuming = resume and previous is not None
     if main:
-        _start_run_folder(run_dir, record)
+        _start_run_folder(run_dir, None if resuming else record)
     cohort = build_cohort(cfg, device=device, dist=dist, problems=problems, placement=devices)
     if prepare is not None:
         prepare(cohort)
-    start = (
-        load_checkpoint(previous, cohort, allow_unsafe=allow_unsafe_checkpoint) if resume and previous else 0
-    )
+    start = load_checkpoint(previous, cohort, allow_unsafe=allow_unsafe_checkpoint) if resuming else 0
+    if (
+        main and resuming
+    ):  # after every refusal (the cohort's, the checkpoint's): a refused resume writes nothing
+        _write_run_record(run_dir, record)
     # metrics: each agent's group rank 0 writes its agent's files (the rows past the checkpoint are dropped)
     leader = dist is None or dist.is_group_leader
     truncate_metrics(run_dir, [a.name for a in cohort.agents] if leader else [], start)
@@ -178,6 +191,7 @@ def _run_record(
 
     from corl_vl.config import AgentConfig, to_dict
     from corl_vl.train.resume_check import check_resume, read_run_config
+    from corl_vl.train.run_paths import anchor_paths
 
     current = {**to_dict(cfg), "placement": placement} if placement else to_dict(cfg)
     if previous is None:
@@ -191,7 +205,25 @@ def _run_record(
         )
     step = json.loads((previous / "meta.json").read_text()).get("step")
     defaults = to_dict(CohortConfig(agents=[AgentConfig() for _ in cfg.agents]))
-    return check_resume(run_dir / "config.yaml", current, allow=allow, step=step, defaults=defaults)
+    return check_resume(
+        run_dir / "config.yaml", current, allow=allow, step=step, defaults=defaults, normalize=anchor_paths
+    )
+
+
+def anchor_run_paths(cfg: CohortConfig, resume: bool) -> None:
+    """Relative file settings made absolute: on a resume, the files the run's record names (the same relative
+    path, written from another directory), else this directory's (:mod:`corl_vl.train.run_paths`)."""
+    from corl_vl.train.resume_check import read_run_config
+    from corl_vl.train.run_paths import anchor_paths
+
+    record = Path(cfg.train.output_dir) / "config.yaml"
+    saved = None
+    if resume and record.is_file():
+        try:
+            saved = read_run_config(record)[0]
+        except CorlError:
+            saved = None  # the resume check reports an unreadable record
+    anchor_paths(cfg, saved)
 
 
 def _layout(placement: dict | None) -> str:
@@ -202,13 +234,10 @@ def _layout(placement: dict | None) -> str:
     return f"{sum(len(n) for n in nodes)} processes on {len(nodes)} node(s) ({agents})"
 
 
-def _start_run_folder(run_dir: Path, record: dict[str, Any]) -> None:
-    """Create the run folder (a read-only or full disk fails here, before any model loads), take its lock,
-    remove what an interrupted save left behind (saying so), and write ``config.yaml`` atomically."""
-    import yaml
-
-    from corl_vl.io import os_error_line, write_text_atomic
-    from corl_vl.train.checkpoint import remove_stale_temps
+def _start_run_folder(run_dir: Path, record: dict[str, Any] | None) -> None:
+    """Create the run folder (a read-only or full disk fails here, before any model loads), take its lock, and
+    for a new run write its record (a resume writes it once its checkpoint has loaded)."""
+    from corl_vl.io import os_error_line
     from corl_vl.train.run_lock import acquire_run_lock
 
     if run_dir.exists() and not run_dir.is_dir():
@@ -218,6 +247,17 @@ def _start_run_folder(run_dir: Path, record: dict[str, Any]) -> None:
     except OSError as err:
         raise CorlError(f"--output-dir {run_dir}: {os_error_line(err) or err}") from None
     acquire_run_lock(run_dir)  # one run per folder: a second one is refused before it writes anything
+    if record is not None:
+        _write_run_record(run_dir, record)
+
+
+def _write_run_record(run_dir: Path, record: dict[str, Any]) -> None:
+    """Remove what an interrupted save left behind (saying so) and write ``config.yaml`` atomically."""
+    import yaml
+
+    from corl_vl.io import write_text_atomic
+    from corl_vl.train.checkpoint import remove_stale_temps
+
     for path in remove_stale_temps(run_dir):
         log.warning("removed %s (left by an interrupted checkpoint save)", path)
     write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(record, sort_keys=False))

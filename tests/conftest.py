@@ -51,6 +51,13 @@ def demo_bases():
 _LONG_FIRST = ("distributed", "vllm", "slow")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist's default (--loadscope-reorder) re-sorts the files by their number of tests, which put the few-test
+    # multi-process files (test_worlds, test_multinode) last of ~130: keep the order set below instead.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank: dict[str, int] = {}

@@ -2,7 +2,7 @@
 plain process (the single-process reference). Not a test module itself (no ``test_`` prefix).
 
 Usage: ``python dist_worker.py OUT_DIR [--deepspeed JSON|none] [--max-steps N] [--save-every N] [--resume]
-[--gpus A,B] [--tp T] [--solo] [--engine hf|vllm] [--freeze PART,…] [--lora AGENT,…] [--backend NAME] [--turns-log FILE] [--strict-vllm DIR]``
+[--gpus A,B] [--tp T] [--solo] [--engine hf|vllm] [--freeze PART,…] [--lora AGENT,…] [--set KEY=VALUE …] [--backend NAME] [--turns-log FILE] [--strict-vllm DIR]``
 (optionally under ``torchrun --nproc_per_node=2``; the JSON defaults to ZeRO-2, ``none``: each agent's own Torch
 backend; steps to 2). ``--backend corl_vl_cuda_only`` builds each agent's world on a backend with NCCL's device rule
 (CUDA tensors only, gloo inside); ``--turns-log`` appends every turn a process takes on its (shared) GPU;
@@ -188,6 +188,7 @@ def run_worker(
     utilization: float | None = None,
     freeze: tuple[str, ...] = (),
     lora: tuple[str, ...] = (),
+    overrides: tuple[str, ...] = (),
 ) -> list[dict]:
     """Train; returns (and writes) one record per agent this process held."""
     import torch
@@ -239,6 +240,10 @@ def run_worker(
         freeze,
         lora,
     )
+    if overrides:  # --set: any other option, checked as corl-vl train checks it
+        from corl_vl.config import apply_overrides, finalize
+
+        cfg = finalize(apply_overrides(cfg, list(overrides)), "dist_worker --set")
     if backend is not None:  # past the config's check of backend names: a test backend
         cfg.distributed.backend = backend
     if utilization is not None:
@@ -306,6 +311,7 @@ if __name__ == "__main__":
     parser.add_argument("--engine", default="auto", help="rollout.engine: auto, hf or vllm")
     parser.add_argument("--freeze", default="", help="train.freeze, comma-separated parts (e.g. lm_head)")
     parser.add_argument("--lora", default="", help="the agents that train LoRA adapters, e.g. qwen")
+    parser.add_argument("--set", action="append", default=[], help="KEY=VALUE, as corl-vl train --set")
     a = parser.parse_args()
     models = tuple(a.models.split(","))
     if a.backend == CUDA_ONLY:
@@ -332,4 +338,5 @@ if __name__ == "__main__":
         utilization=a.gpu_memory_utilization,
         freeze=tuple(filter(None, a.freeze.split(","))),
         lora=tuple(filter(None, a.lora.split(","))),
+        overrides=tuple(a.set),
     )

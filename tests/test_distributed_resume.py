@@ -6,8 +6,11 @@ straight one bit for bit: weights, LoRA adapters, DeepSpeed's optimizer partitio
 Resuming from the same checkpoint the straight run continued from isolates what the checkpoint carries.
 
 Cases (combined to keep launches few): ZeRO-2 with the optimizer offloaded to the CPU, ZeRO-3 (two agents, one
-rank each: qwen trains LoRA adapters, llama every weight but its frozen ``lm_head``), and ZeRO-2 with one agent
-partitioned over both ranks (real ZeRO partitions: each rank resumes its own).
+rank each: qwen trains LoRA adapters, llama every weight but its frozen ``lm_head``), and ZeRO-1 with one agent
+partitioned over both ranks (real ZeRO partitions: each rank resumes its own), with ``optimizer.offload: cpu``
+and ``grpo.dynamic_sampling`` — options that used to be refused under torchrun. ZeRO-1 and ZeRO-2 share
+DeepSpeed's stage-1-and-2 optimizer and its checkpoint files (stage 2 also partitions the gradients, which no
+checkpoint holds), so the partitioned case runs the stage nothing else here launches.
 """
 
 from __future__ import annotations
@@ -145,18 +148,23 @@ def test_lora_and_frozen_agents_resume_like_two_straight_steps(tmp_path, stage, 
 
 @pytest.mark.distributed
 def test_an_agent_partitioned_over_two_ranks_resumes_each_partition(tmp_path):
-    """One agent on both ranks (ZeRO-2): each rank's file holds half the optimizer state; a world-size change
-    on resume is one line."""
+    """One agent on both ranks (ZeRO-1, the optimizer in CPU memory through ``optimizer.offload``, dynamic
+    sampling): each rank's file holds half the optimizer state; a world-size change on resume is one line."""
     from corl_vl.train.checkpoint import load_checkpoint
 
-    straight, resumed = _straight_then_resumed(
-        tmp_path, "solo", "--deepspeed", str(ZERO / "zero2.json"), "--solo"
-    )
+    options = ("--set", "optimizer.offload=cpu", "--set", "grpo.dynamic_sampling=2", "--set", "data.limit=16")
+    args = ("--deepspeed", str(ZERO / "zero1.json"), "--solo", "--problems-per-step", "4", *options)
+    straight, resumed = _straight_then_resumed(tmp_path, "solo", *args)
     record = _trained(straight, 0)
     assert record["group_ranks"] == [0, 1]
     ckpt = straight / "run" / "checkpoints" / "step-000002"
     assert len(list(ckpt.rglob("zero_pp_rank_*_optim_states.pt"))) == 2
     _assert_step_2_equal(straight, resumed)
+    rows = [
+        json.loads(r)
+        for r in (straight / "run" / "agents" / "qwen" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert all(r["dynamic/varied_groups"] > 0 and r["trained_rows"] > 0 for r in rows), rows
 
     cohort = type("Cohort", (), {"dist": type("D", (), {"world_size": 4, "rank": 0})(), "names": ["qwen"]})()
     with pytest.raises(CorlError, match=r"on 2 processes; this launch has \['qwen'\] on 4") as err:

@@ -50,6 +50,7 @@ def _wait_for_a_step(proc: subprocess.Popen, out: Path, timeout: float = 600) ->
         time.sleep(0.5)
 
 
+@pytest.mark.slow  # > 20 s on the 2-core CI machine
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_saves_says_how_to_resume_and_resume_continues(tmp_path, sig, code):
     out = tmp_path / "run"
@@ -79,6 +80,7 @@ def test_signal_saves_says_how_to_resume_and_resume_continues(tmp_path, sig, cod
     assert latest_checkpoint(out).name == f"step-{stopped_at + 1:06d}"
 
 
+@pytest.mark.slow  # > 20 s on the 2-core CI machine
 def test_second_sigint_exits_at_once(tmp_path):
     out, err_file = tmp_path / "run", tmp_path / "stderr.txt"
     with err_file.open("w") as err_stream:

@@ -66,18 +66,38 @@ def test_unknown_variant_is_one_clear_error():
         split_name("qwen2.5-vl-3b@huge")
 
 
-def test_width_only_builds_runs_and_uses_the_real_image_processor():
-    adapter = create_adapter("qwen2.5-vl-3b@width-only", dtype="bfloat16")
-    model = adapter.load_model()
-    assert model.config.text_config.hidden_size == 2048
-    assert model.get_output_embeddings().out_features == 151_936
+def _prompt_of_a_300x200_image(adapter):
     # 300×200 → smart_resize to 308×196 (multiples of 28) → 22×14 patches of 14 → merged 2×2 → 11×7 = 77 tokens
     prompt = adapter.encode_prompt(
         Problem("p", "What is it?", images=[Image.new("RGB", (300, 200), (9, 8, 7))])
     )
     assert sum(t in adapter.placeholder_token_ids for t in prompt.prompt_ids) == 77
+    return prompt
+
+
+@pytest.mark.slow
+def test_width_only_builds_runs_and_uses_the_real_image_processor():
+    adapter = create_adapter("qwen2.5-vl-3b@width-only", dtype="bfloat16")
+    model = adapter.load_model()
+    assert model.dtype == torch.bfloat16
+    assert model.config.text_config.hidden_size == 2048
+    assert model.get_output_embeddings().out_features == 151_936
+    prompt = _prompt_of_a_300x200_image(adapter)
     out = adapter.completion_logprobs(model, [prompt], [[5, 6, 7]])
+    # its backward: the next test (and the bf16 LM-head tail's: tests/test_tail_fp32_accumulation.py)
+    assert torch.isfinite(out.logprobs).all()
+    assert adapter.vllm_engine_kwargs()["load_format"] == "dummy"  # no weights on disk: the sync brings them
+
+
+@pytest.mark.slow
+def test_width_only_backward_reaches_the_vision_tower_at_full_width():
+    """The whole backward, LM head to patch embedding, at every real width. In fp32: without AVX-512 bf16, the
+    CPU's bf16 matmuls in a backward's layouts run 25–100× slower than fp32 (5–10 minutes against ~15 s)."""
+    adapter = create_adapter("qwen2.5-vl-3b@width-only", dtype="float32")
+    model = adapter.load_model()
+    assert model.get_output_embeddings().out_features == 151_936
+    out = adapter.completion_logprobs(model, [_prompt_of_a_300x200_image(adapter)], [[5, 6, 7]])
     out.logprobs.sum().backward()
     assert torch.isfinite(out.logprobs).all()
     assert model.model.visual.patch_embed.proj.weight.grad is not None
-    assert adapter.vllm_engine_kwargs()["load_format"] == "dummy"  # no weights on disk: the sync brings them
+    assert torch.isfinite(model.model.visual.patch_embed.proj.weight.grad).all()

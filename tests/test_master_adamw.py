@@ -188,7 +188,8 @@ def test_an_fp32_master_from_a_checkpoint_loads_into_split_masters():
     assert backend.optimizer.full_master(0).item() == 1 + 2**-7
 
 
-def test_offload_under_a_deepspeed_launch_is_refused():
+def test_offload_in_a_launch_is_the_torch_backends_alone_and_deepspeeds_with_a_file():
+    """optimizer.offload under DeepSpeed is its offload_optimizer (tests/test_deepspeed_stages.py)."""
     from types import SimpleNamespace
 
     from corl_vl.train.backends import launch_backend
@@ -198,7 +199,7 @@ def test_offload_under_a_deepspeed_launch_is_refused():
     backend = TorchBackend(_scalar_model(), NO_CLIP, lr=1e-3)
     launch = SimpleNamespace(group_size=2, mpu=None, dp_group=None)
     with pytest.raises(
-        CorlError, match=r"optimizer\.offload: cpu is the Torch backend's .*offload_optimizer"
+        CorlError, match=r"distributed\.deepspeed: an agent on 2 ranks needs a DeepSpeed config"
     ):
         launch_backend(backend, cfg, launch)
     alone = SimpleNamespace(group_size=1, mpu=None, dp_group=None)  # one process per agent, no DeepSpeed file

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import corl_vl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +27,7 @@ def readme_example() -> str:
     return match.group(1)
 
 
+@pytest.mark.slow  # > 20 s on the 2-core CI machine
 def test_readme_python_example_runs_verbatim_and_trains(tmp_path, demo_bases):
     """Run as written, from a fresh working directory: it trains rows and moves weights (the bases are cached)."""
     code = readme_example()

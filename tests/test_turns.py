@@ -91,6 +91,7 @@ def test_an_fp32_model_keeps_its_parameters_only_its_state_moves():
     assert {name: p.data_ptr() for name, p in model.named_parameters()} == where and not offload.away
 
 
+@pytest.mark.slow  # > 20 s on the 2-core CI machine
 def test_offload_between_turns_trains_the_same_weights():
     """Both runs one agent after another (parallel_agents off), so only the offload differs."""
     runs = []

@@ -85,6 +85,7 @@ def test_complementary_specs_swap_strong_and_weak():
         complementary_specs(["m0", "m1"], [["shape_color"]])
 
 
+@pytest.mark.slow  # > 20 s on the 2-core CI machine
 def test_warm_start_learns_the_strong_skill_and_the_systematic_mistake(tiny_checkpoint):
     """Weak-skill labels that mostly follow the skill's mistake rule make that mistake the model's answer there
     (never the right one), while the strong skill is learned: the warm start moves each skill the intended way."""

@@ -120,16 +120,25 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_arm(arm: str, seed: int, common: list[str], folder: Path) -> dict[str, Any]:
-    """One training run of ``arm`` at RL seed ``seed``: its evals, kept step metrics and skill sets."""
+def run_arm(
+    arm: str,
+    seed: int,
+    common: list[str],
+    folder: Path,
+    *,
+    arms: dict[str, dict[str, Any]] | None = None,
+    baseline: list[str] | None = None,
+) -> dict[str, Any]:
+    """One training run of ``arm`` (of ``arms``, default :data:`ARMS`, on ``baseline``, default :data:`BASELINE`)
+    at RL seed ``seed``: its evals, kept step metrics and skill sets."""
     from corl_vl import demo_config
     from corl_vl.recipe import train
     from corl_vl.train.cohort import Sampler
 
-    spec = ARMS[arm]
+    spec = (ARMS if arms is None else arms)[arm]
     shutil.rmtree(folder, ignore_errors=True)
     own = [f"train.seed={seed}", f"train.output_dir={folder}"]
-    cfg = demo_config([*BASELINE, *common, *spec["set"], *own])
+    cfg = demo_config([*(BASELINE if baseline is None else baseline), *common, *spec["set"], *own])
     skill = spec.get("skill")
 
     def one_skill(cohort: Any) -> None:

@@ -106,6 +106,14 @@ SPECIAL: dict[str, list[Value]] = {
     "grpo.epsilon_high": _v(0.28, why="clip-higher's usual upper range"),
     "grpo.importance_ratio_cap": _v(2.0, 0, why="a typical cap; 0 turns the correction off"),
     "grpo.votes": _v(8, why="votes ≥ k: twice the base's k"),
+    "grpo.top_p": _v(0.5, why="refused: the families' rollout correction is on by default")
+    + _v(0.5, also=("grpo.rollout_correction=none",), why="nucleus sampling with the correction off"),
+    **{
+        f"grpo.sapo_tau_{sign}": _v(2.0, also=("grpo.policy_loss=sapo",), why="read by the SAPO loss")
+        for sign in ("pos", "neg")
+    },
+    "grpo.overlong_buffer": _v(4, why="the last half of max_new_tokens=8"),
+    "grpo.overlong_penalty": _v(0.5, also=("grpo.overlong_buffer=4",), why="acts with an overlong buffer"),
     "grpo.min_new_tokens": _v(2, why="≤ grpo.max_new_tokens"),
     "rollout.max_model_len": _v(
         512, also=("rollout.engine=vllm",), why="a context above prompt + max_new_tokens"
@@ -133,7 +141,7 @@ SPECIAL: dict[str, list[Value]] = {
         "configs/deepspeed/zero2.json", why="the shipped ZeRO-2 file: refused in one process"
     )
     + _v("configs/deepspeed/zero2.json", "configs/deepspeed/zero3.json", why=MULTI, procs=2),
-    "distributed.zero_stage": _v(2, 3, why="the two stages; ignored in one process")
+    "distributed.zero_stage": _v(1, 2, 3, why="the three stages; ignored in one process")
     + _v(3, also=(ZERO2,), why=MULTI, procs=2),
     "distributed.backend": [Value(c, why="choice") for c in ("auto", "gloo", "nccl")]
     + _v("gloo", also=(ZERO2,), why=MULTI, procs=2),
@@ -214,7 +222,9 @@ def registry_choices() -> dict[str, Callable[[], list[str]]]:
     from corl_vl.rewards.reliability import WEIGHTINGS
     from corl_vl.rewards.topology import TOPOLOGIES
     from corl_vl.rollout import ENGINES
-    from corl_vl.train.objectives import ADVANTAGES, LOSS_TYPES
+    from corl_vl.train.objectives import ADVANTAGES, KL_ESTIMATORS, KL_PLACEMENTS, LOSS_TYPES
+    from corl_vl.train.policy_losses import POLICY_LOSSES
+    from corl_vl.train.rollout_correction import MODES
     from model_adapters.presets import all_presets
     from model_adapters.registry import list_adapters
 
@@ -225,6 +235,10 @@ def registry_choices() -> dict[str, Callable[[], list[str]]]:
         "reward.ties": lambda: list(TIE_POLICIES),
         "grpo.loss_type": lambda: list(LOSS_TYPES),
         "grpo.advantage": lambda: list(ADVANTAGES),
+        "grpo.policy_loss": lambda: list(POLICY_LOSSES),
+        "grpo.rollout_correction": lambda: list(MODES),
+        "grpo.kl_estimator": lambda: list(KL_ESTIMATORS),
+        "grpo.kl_placement": lambda: list(KL_PLACEMENTS),
         "rollout.engine": lambda: ["auto", *ENGINES],
         f"{AGENT}.adapter": lambda: list(list_adapters()),
         f"{AGENT}.model": lambda: list(all_presets()),

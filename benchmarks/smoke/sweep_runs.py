@@ -8,14 +8,17 @@ moved, the first error line and the warnings logged; :func:`verdict` turns that 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,27 @@ def _moved(before: dict[str, Any], model: Any) -> bool:
     return any(not torch.equal(t, after[n].detach().to(t.device)) for n, t in before.items() if n in after)
 
 
+@contextlib.contextmanager
+def model_loads() -> Iterator[list[str]]:
+    """The models loaded in this process meanwhile (``ModelAdapter.load_model`` calls). Why not the trainer's
+    ready hook: a refusal raised while the agents are built (``train.freeze``, LoRA) comes after the weights
+    loaded but before that hook, and must not count as decided from the config."""
+    from model_adapters.base import ModelAdapter
+
+    loads: list[str] = []
+    original = ModelAdapter.load_model
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        loads.append(str(self.model_path))
+        return original(self, *args, **kwargs)
+
+    ModelAdapter.load_model = counted  # type: ignore[method-assign]
+    try:
+        yield loads
+    finally:
+        ModelAdapter.load_model = original  # type: ignore[method-assign]
+
+
 def train_in_process(overrides: list[str]) -> dict[str, Any]:
     """``corl_vl.recipe.train`` on the demo cohort with ``overrides``; never raises."""
     from corl_vl.errors import CorlError
@@ -57,13 +81,15 @@ def train_in_process(overrides: list[str]) -> dict[str, Any]:
     before: dict[str, dict[str, Any]] = {}
     record: dict[str, Any] = {"rc": 0, "error": "", "stage": ""}
     start = time.perf_counter()
+    loads: list[str] = []
     try:
         cfg = demo_config(overrides)
-        run = train(
-            cfg,
-            progress=False,
-            prepare=lambda c: before.update({a.name: _snapshot(a.model) for a in c.agents}),
-        )
+        with model_loads() as loads:
+            run = train(
+                cfg,
+                progress=False,
+                prepare=lambda c: before.update({a.name: _snapshot(a.model) for a in c.agents}),
+            )
         rows = {n: sum(r.get("trained_rows", 0.0) for r in h) for n, h in run.history.items()}
         record["rows"] = rows
         record["tied"] = {n: no_gradient(h) for n, h in run.history.items()}
@@ -75,7 +101,7 @@ def train_in_process(overrides: list[str]) -> dict[str, Any]:
         record.update(rc=1, error=last.splitlines()[0], traceback=True)
     finally:
         logger.removeHandler(warnings)
-    record["stage"] = "after models load" if before else "before models load"
+    record["stage"] = "after models load" if before or loads else "before models load"
     record["seconds"] = round(time.perf_counter() - start, 1)
     record["warnings"] = warnings.lines[:3]
     return record
@@ -120,15 +146,34 @@ def run_command(argv: list[str], env: dict[str, str] | None = None, cwd: Path = 
             (line for line in shown if "FAIL" in line or "error" in line.lower()), shown[-1] if shown else ""
         )
     if "Traceback (most recent call last)" in err:
-        tb = [line for line in err.splitlines() if line and not line.startswith((" ", "Traceback"))]
-        first = next((line for line in tb if not _noise(line)), first)
+        first = exception_line(err) or first
     return {
         "rc": rc,
         "seconds": round(time.perf_counter() - start, 1),
         "error": first[:300],
         "traceback": "Traceback (most recent call last)" in err,
         "warnings": [line for line in lines if "warning:" in line][:3],
+        "tail": "\n".join(lines[-12:]) if rc else "",  # where a failure is read in full
     }
+
+
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b")
+
+
+_LAUNCHER = "torch.distributed.elastic"  # torchrun's own report that a rank failed: the rank's line says why
+
+
+def exception_line(err: str) -> str:
+    """The exception a traceback ended in (``KeyError: 'x'``), the first one when several processes crashed:
+    the first unindented line after a ``Traceback`` header that names an exception type (log lines printed
+    between the frames do not); else a rank's one-line ``… error: …`` under torchrun's own traceback."""
+    after = False
+    for line in err.splitlines():
+        if line.startswith("Traceback (most recent call last)"):
+            after = True
+        elif after and _RAISED.match(line) and not _noise(line) and not line.startswith(_LAUNCHER):
+            return line
+    return next((line for line in err.splitlines() if ": error: " in line), "")
 
 
 def _free_port() -> int:

@@ -58,7 +58,7 @@ class Sharding:
     """How the agent's training state is split over its data-parallel ranks."""
 
     ranks: int = 1
-    zero_stage: int = 0  # 0: the Torch backend (one process); 2 or 3: DeepSpeed ZeRO
+    zero_stage: int = 0  # 0: the Torch backend (one process); 1, 2 or 3: DeepSpeed ZeRO
     offload_optimizer: bool = False  # masters + optimizer state + the step in CPU memory
 
 
@@ -138,7 +138,7 @@ def training_state(
     ``STEP_CHUNK`` elements of the ``largest`` trained tensor) beside them: 16 bytes per bf16 parameter. With
     ``offload_optimizer`` masters, moments and fp32 gradients are in CPU memory and the device keeps the
     weights (each gradient leaves as autograd produces it). DeepSpeed keeps fp32 masters partitioned and adds
-    the rank's fp32 gradient partition at the step; ZeRO-2 reduces the model's low-precision gradients into a
+    the rank's fp32 gradient partition at the step; ZeRO-1 keeps whole gradients until the step; ZeRO-2 reduces the model's low-precision gradients into a
     partition during the backward pass, ZeRO-3 keeps that partition (``gradient_partition``) allocated from
     ``deepspeed.initialize`` on, through rollouts too (deepspeed/runtime/zero/stage3.py). With DeepSpeed's
     optimizer offload masters, moments and both gradient partitions are in CPU memory.
@@ -163,9 +163,9 @@ def training_state(
         items["gradient_partition"] = trained * wb // n if on_device else 0
         items["gradients"] = 0
         items["optimizer_step"] = fp32_partition
-    else:  # ZeRO-2: whole weights; the partition is live from the backward pass to the step
+    else:  # ZeRO-1/2: whole weights; ZeRO-2's gradient partition is live from the backward pass to the step
         items["weights"] = parameters * wb
-        items["gradients"] = trained * wb // n
+        items["gradients"] = trained * wb // (n if s.zero_stage == 2 else 1)
         items["optimizer_step"] = items["gradients"] + fp32_partition
     return items
 

@@ -21,7 +21,7 @@ class Settings:
     gpu_memory: int  # bytes per GPU
     micro_batch: int
     checkpointing: bool
-    zero_stage: int  # 0: no DeepSpeed (one process per agent); 2 or 3: a ZeRO engine over each agent's block
+    zero_stage: int  # 0: no DeepSpeed (one process per agent); 1-3: a ZeRO engine over each agent's block
     offload_optimizer: bool = False
     freeze_vision: bool = False
     lora: bool = False

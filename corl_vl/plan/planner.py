@@ -143,7 +143,8 @@ def _notes(cfg: Any, s: Settings, layout: ProcessLayout, agents: list[AgentPlan]
     if cfg.grpo.beta > 0:
         notes.append(
             f"grpo.beta={cfg.grpo.beta:g}: a frozen copy of each full fine-tuned model (the KL reference) on "
-            "every GPU; a LoRA agent's reference is its base (no copy)"
+            "every GPU; a LoRA agent's reference is its base (no copy); it scores every step's completions once "
+            "(no grad), and with grpo.kl_placement=reward the trainer scores them once more before the rewards"
         )
     if cfg.train.gradient_checkpointing is None:
         notes.append("train.gradient_checkpointing unset: on, the GPU default")

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.rewards.boundary import guarded
 from corl_vl.rewards.registry import RewardInputs, Rewards, RewardSpec, StepRewards, get_reward
 
 
@@ -45,8 +46,9 @@ def parse_combine(entries: Sequence[Any]) -> list[tuple[str, float]]:
 
 def step_reward(cfg: Any) -> RewardSpec:
     """The reward the cohort trains with: ``reward.name``, plus ``reward.combine``'s weighted parts."""
-    main = get_reward(cfg.reward.name)
-    parts = [(get_reward(name), weight) for name, weight in parse_combine(cfg.reward.combine)]
+    # a plug-in (the user's code) runs behind the boundary: read-only inputs, its output checked
+    main = guarded(cfg.reward.name, get_reward(cfg.reward.name))
+    parts = [(guarded(name, get_reward(name)), weight) for name, weight in parse_combine(cfg.reward.combine)]
     for (name, _), (spec, _) in zip(parse_combine(cfg.reward.combine), parts):
         if spec.uses_peers or spec.paired_views or spec.make_state is not None:
             raise CorlError(f"reward.combine: '{name}' votes or keeps state; only reward.name may")

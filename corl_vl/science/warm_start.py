@@ -272,9 +272,8 @@ def _train_and_save(spec: WarmStartSpec, target: Path, log_every: int) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         model.save_pretrained(tmp)
-        apply_to_folder(
-            tmp, adapter.vllm_weights
-        )  # the tensors in the layout vLLM loads (the adapter's hook)
+        # the tensors in the layout vLLM loads (the adapter's hook)
+        apply_to_folder(tmp, adapter.vllm_weights)
         adapter.processor.save_pretrained(tmp)
         for name in ("generation_config.json",):  # keep the base's stop tokens
             base = Path(adapter.model_path) / name

@@ -39,10 +39,11 @@ from corl_vl.rollout import Rollout, RolloutEngine
 from corl_vl.rollout.base import engine_errors
 from corl_vl.train.agent_rollout import build_engine, run_rollout
 from corl_vl.train.backends import TorchBackend, TrainingBackend
-from corl_vl.train.batch import Batch, length_mask
+from corl_vl.train.batch import Batch, fit_width, length_mask
 from corl_vl.train.grpo import LossSpec, Normalizer, importance_weights, masked_mean, policy_loss
 from corl_vl.train.lora import prepare_training
 from corl_vl.train.minibatches import batch_rows, merge_updates, mini_batches, old_rows
+from corl_vl.train.rollout_correction import resolve_correction
 from corl_vl.train.training_defaults import apply_training_defaults
 from model_adapters.registry import create_adapter
 
@@ -84,17 +85,14 @@ class Agent:
         self.position: Callable[[], str] | None = None  # where the run is, for error lines (NonFiniteStop)
         self.sync_seconds = 0.0  # time spent in weight syncs since the last take_sync_seconds()
         grpo = cfg.grpo
-        cap = importance_ratio_cap if importance_ratio_cap is not None else grpo.importance_ratio_cap
-        if cap is None:
-            cap = adapter.importance_ratio_cap
-        self.importance_ratio_cap = None if cap == 0 else cap  # None → ratios are only logged, never applied
-        self.loss_spec = LossSpec(
-            epsilon=grpo.epsilon,
-            epsilon_high=grpo.epsilon_high,
-            beta=grpo.beta,
-            loss_type=grpo.loss_type,
-            max_len=grpo.max_new_tokens,
-        )
+        # (mode, threshold): the family's default unless grpo.rollout_correction / a cap says otherwise
+        self.correction, self.importance_ratio_cap = resolve_correction(
+            grpo.rollout_correction,
+            importance_ratio_cap,
+            grpo.importance_ratio_cap,
+            adapter.importance_ratio_cap,
+        )  # cap None → ratios are only logged, never applied
+        self.loss_spec = LossSpec.of(grpo)
 
     @classmethod
     def from_config(
@@ -174,6 +172,7 @@ class Agent:
         caller did not; from the second update on the ratio leaves 1 and the clipping applies.
         """
         n = self.cfg.grpo.updates_per_batch
+        old = fit_width(old, batch.rollout_logprobs.shape[1])  # rows selected after the pass (module doc)
         if n == 1:
             metrics = self._optimizer_step(batch, old)
             metrics.pop("ratio/mean", None)  # 1 up to rounding with one update: no signal
@@ -238,6 +237,7 @@ class Agent:
                 [batch.completions[i] for i in index],
                 temperature=grpo.temperature or 1.0,
                 micro_batch_size=micro_batch_size,
+                **({"with_entropy": True} if self.loss_spec.entropy_coef else {}),  # the bonus's gradient
             )
             width = current.logprobs.shape[1]
             selected = torch.tensor(index, device=device)
@@ -249,12 +249,7 @@ class Agent:
             old_part = trainer_logprobs[selected, :width]
             rho = None
             if self.importance_ratio_cap is not None:
-                rho = importance_weights(
-                    old_part,
-                    contained[selected, :width],
-                    mask[selected, :width],
-                    cap=self.importance_ratio_cap,
-                ).rho
+                rho = self._is_weights(old_part, contained[selected, :width], mask[selected, :width]).rho
             loss, part_metrics = policy_loss(
                 current.logprobs,
                 old_part,
@@ -263,6 +258,7 @@ class Agent:
                 self.loss_spec,
                 ref_logprobs=None if reference_logprobs is None else reference_logprobs[selected, :width],
                 rho=rho,
+                entropy=current.entropy,
                 normalizer=plan.normalizer,
             )
             self.backend.backward(loss)
@@ -284,9 +280,7 @@ class Agent:
         scored_rows = list(range(len(batch.prompts))) if old is not None else rows
         if scored_rows:
             scored = torch.tensor(scored_rows, device=device)
-            weights = importance_weights(
-                trainer_logprobs[scored], contained[scored], mask[scored], cap=self.importance_ratio_cap
-            )
+            weights = self._is_weights(trainer_logprobs[scored], contained[scored], mask[scored])
             metrics.update(weights.metrics)
         metrics["is/nonfinite_tokens"] = float(replaced.sum())
         metrics.update({"loss": loss_total, "grad_norm": grad_norm, "trained_rows": float(len(rows))})
@@ -300,6 +294,10 @@ class Agent:
         return metrics
 
     last_updates: list[dict[str, float]] = []  # the last update()'s metrics per optimizer step (tests)
+
+    def _is_weights(self, trainer: torch.Tensor, rollout: torch.Tensor, mask: torch.Tensor) -> Any:
+        """Importance weights at this agent's correction (``grpo.rollout_correction``) and threshold."""
+        return importance_weights(trainer, rollout, mask, cap=self.importance_ratio_cap, mode=self.correction)
 
     def _contained(
         self, rollout_logprobs: torch.Tensor, trainer_logprobs: torch.Tensor, mask: torch.Tensor

@@ -71,11 +71,6 @@ def launch_backend(backend: TorchBackend, cfg: Any, dist: Any) -> TrainingBacken
     settings = cfg.distributed
     if not settings.deepspeed and dist.group_size == 1:  # an agent alone in its world: nothing to shard
         return backend
-    if cfg.optimizer.offload != "none":
-        raise CorlError(
-            f"optimizer.offload: {cfg.optimizer.offload} is the Torch backend's (one process); a DeepSpeed launch "
-            "offloads through its config (zero_optimization.offload_optimizer.device: cpu)"
-        )
     if not settings.deepspeed:
         raise CorlError(
             f"distributed.deepspeed: an agent on {dist.group_size} ranks needs a DeepSpeed config "
@@ -88,6 +83,7 @@ def launch_backend(backend: TorchBackend, cfg: Any, dist: Any) -> TrainingBacken
         grad_clip=cfg.train.grad_clip,
         group_size=dist.group_size,
         dtype=dtype,
+        offload=cfg.optimizer.offload,  # DeepSpeed's offload_optimizer: the same CPU-memory placement
     )
     # DeepSpeed's own overflow check is what keeps a non-finite gradient out of the weights (see step)
     bf16, zero = ds_config.get("bf16") or {}, ds_config.get("zero_optimization") or {}
@@ -272,7 +268,7 @@ def _zero3_inference(engine: Any) -> Iterator[None]:
 
 
 class DeepSpeedBackend:
-    """The same model and AdamW wrapped in a DeepSpeed ZeRO-2/3 engine over the agent's rank group.
+    """The same model and AdamW wrapped in a DeepSpeed ZeRO-1/2/3 engine over the agent's rank group.
 
     The scheduler stays ours: it sets ``lr`` on the same param-group dicts DeepSpeed's ZeRO optimizer keeps, so
     the schedule is identical to the single-process run's. DeepSpeed clips (``gradient_clipping``).

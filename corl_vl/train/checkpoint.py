@@ -203,7 +203,16 @@ def _load_weights(agent: Any, folder: Path) -> None:
             f"{files[0] if len(files) == 1 else folder}: the weights cannot be read ({first}); the checkpoint is "
             "damaged (resume from an earlier step, or start again)"
         ) from None
-    missing, unexpected = agent.model.load_state_dict(saved.state_dict(), strict=False)
+    try:
+        missing, unexpected = agent.model.load_state_dict(saved.state_dict(), strict=False)
+    except (
+        RuntimeError
+    ) as err:  # shapes of another model (agents[i].model changed): one line, not torch's list
+        lines = [line.strip() for line in str(err).splitlines() if "size mismatch" in line]
+        raise CorlError(
+            f"{folder}: weights do not match agent {agent.name} ({(lines or [type(err).__name__])[0][:160]}); "
+            "the checkpoint is of another model: resume with the run's agents[i].model"
+        ) from None
     if missing or unexpected:
         raise CorlError(f"{folder}: weights do not match agent {agent.name} (missing {missing[:3]})")
 

@@ -34,7 +34,7 @@ from corl_vl.rewards.combine import step_reward
 from corl_vl.rewards.registry import RewardInputs, get_reward
 from corl_vl.rewards.topology import Topology, from_config
 from corl_vl.rollout import check_one_vllm_engine_per_process, planned_engine
-from corl_vl.train import dynamic, subsets
+from corl_vl.train import dynamic, reward_shaping, subsets
 from corl_vl.train.agent import Agent, Batch
 from corl_vl.train.backends import launch_backend
 from corl_vl.train.cohort_data import agent_view, load_base_problems, paired_views
@@ -168,7 +168,7 @@ class Cohort:
         self.offloads = (
             offloads if offloads is not None else turn_offloads(agents, placement, cfg.optimizer.offload)
         )
-        dynamic.check(cfg, dist, self.reward)
+        dynamic.check(cfg, self.reward)
         self.step_index = 0
         self.dropped_prompts = 0  # data.max_prompt_tokens: problems left out for their prompt's length
         self.last: list[AgentStep] = []  # this process's agents' step data
@@ -332,16 +332,17 @@ class Cohort:
         t0 = time.perf_counter()
         grpo = self.cfg.grpo
         cut = subsets.truncated(agent_step.rollouts)
-        adv, trained = subsets.advantages_and_rows(rewards, cut, mode=grpo.truncated, scale=grpo.advantage)
-        prompts, completions = subsets.step_rows(agent_step)
-        agent_step.advantages = adv.tolist()
         # a shared device: the process's turn (several processes), its optimizer state back for the update
         with process_turn(self.dist, f"update {self.step_index}"), turn(self.offloads.get(agent.name)):
+            adv, trained, shaping = reward_shaping.advantages(agent, agent_step, rewards, cut)
+            prompts, completions = subsets.step_rows(agent_step)
+            agent_step.advantages = adv.tolist()
             m = agent.update(
                 Batch(prompts, completions, subsets.rollout_logprobs(agent_step), adv, trained),
                 old=agent_step.scored,
                 group_size=grpo.k,
             )
+        m.update(shaping)
         if grpo.truncated != "keep":
             m["truncated/frac"] = float(cut.float().mean())
         t_update = time.perf_counter() - t0

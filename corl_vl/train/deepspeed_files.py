@@ -28,8 +28,8 @@ from corl_vl.train.safe_state import UNSAFE_FLAG, check_pickle_globals
 # the version pinned in pyproject.toml, whose checkpoint code this list was read from
 AUDITED_DEEPSPEED = "0.19.8"
 
-# (module, class) exactly as DeepSpeed's own ZeRO-2/3 checkpoints name them (with and without CPU offload,
-# fp16/bf16/fp32, LoRA, frozen parameters): the optimizer files hold the loss scaler, the stage and, in ZeRO-2,
+# (module, class) exactly as DeepSpeed's own ZeRO-1/2/3 checkpoints name them (with and without CPU offload,
+# fp16/bf16/fp32, LoRA, frozen parameters): the optimizer files hold the loss scaler, the stage and, in ZeRO-1/2,
 # ``param_slice_mappings`` (one fragment_address per parameter); the model-state files hold only torch types.
 DEEPSPEED_DATA_CLASSES = frozenset(
     {

@@ -97,7 +97,13 @@ _FP32_NAMES = ("fp32", "float32", "float", "torch.float32")
 
 
 def deepspeed_config(
-    path: str, *, zero_stage: int | None, grad_clip: float, group_size: int, dtype: str = "float32"
+    path: str,
+    *,
+    zero_stage: int | None,
+    grad_clip: float,
+    group_size: int,
+    dtype: str = "float32",
+    offload: str = "none",
 ) -> dict[str, Any]:
     """A DeepSpeed config from ``path`` with the trainer-owned keys filled in (``"auto"`` or absent).
 
@@ -107,7 +113,8 @@ def deepspeed_config(
     ``bf16``/``fp16`` ``"auto"``, which follow the dtype the agent's adapter loaded the model in, and
     ``data_types.grad_accum_dtype: "fp32"``: DeepSpeed's default sums a bf16 model's micro-batch gradients in bf16
     (its gradient partitions), where the Torch backend and the logprob tail sum in fp32.
-    An explicit value that contradicts the trainer is an error, not silently overridden.
+    An explicit value that contradicts the trainer is an error, not silently overridden. ``offload``
+    (``optimizer.offload``): ``cpu`` is DeepSpeed's ``zero_optimization.offload_optimizer.device: cpu`` here.
     """
     try:
         ds = json.loads(Path(path).read_text())
@@ -145,8 +152,13 @@ def deepspeed_config(
     zero = ds.setdefault("zero_optimization", {})
     if zero_stage is not None:
         zero["stage"] = zero_stage
-    if zero.get("stage", 0) not in (2, 3):
-        raise CorlError(f"{path}: zero_optimization.stage must be 2 or 3, got {zero.get('stage', 0)}")
+    if zero.get("stage", 0) not in (1, 2, 3):
+        raise CorlError(f"{path}: zero_optimization.stage must be 1, 2 or 3, got {zero.get('stage', 0)}")
+    if offload == "cpu":  # the same meaning as the Torch backend's: masters and moments in CPU memory
+        zero["offload_optimizer"] = {
+            **(zero.get("offload_optimizer") or {}),
+            "device": offload_device(zero, path),
+        }
     # the optimizer is the agent's own torch AdamW: DeepSpeed's offload would otherwise insist on its CPU Adam op
     if (zero.get("offload_optimizer") or {}).get("device") in ("cpu", "nvme"):
         if ds.get("zero_force_ds_cpu_optimizer", "auto") not in ("auto", False):
@@ -159,6 +171,17 @@ def deepspeed_config(
     if leftover:
         raise CorlError(f"{path}: '{leftover[0]}' is \"auto\" but corl-vl does not fill it in")
     return ds
+
+
+def offload_device(zero: dict[str, Any], path: str) -> str:
+    """``cpu``, unless the JSON already offloads elsewhere (NVMe): then optimizer.offload contradicts it."""
+    device = (zero.get("offload_optimizer") or {}).get("device", "none")
+    if device not in ("none", "cpu"):
+        raise CorlError(
+            f"optimizer.offload: cpu contradicts {path}'s zero_optimization.offload_optimizer.device: {device}; "
+            "drop one of them"
+        )
+    return "cpu"
 
 
 def _walk(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:

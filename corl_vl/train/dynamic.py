@@ -20,17 +20,14 @@ import dataclasses
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from corl_vl.errors import CorlError
+from corl_vl.train.batch import fit_width
 
 
-def check(cfg: Any, dist: Any, reward: Any) -> None:
-    if not cfg.grpo.dynamic_sampling:
-        return
-    if dist is not None:
-        raise CorlError("grpo.dynamic_sampling runs in one process; drop torchrun or set it to 0")
-    if reward.paired_views:
+def check(cfg: Any, reward: Any) -> None:
+    """Refused from the config alone (config validation calls it before any model loads)."""
+    if cfg.grpo.dynamic_sampling and reward.paired_views:
         raise CorlError(f"grpo.dynamic_sampling: reward.name={cfg.reward.name} pairs views; set it to 0")
 
 
@@ -40,26 +37,32 @@ def _groups(step: Any) -> list[tuple[str, int, bool]]:
 
 
 def fill_batch(cohort: Any, first: list[Any], times: dict[str, float]) -> tuple[list[Any], dict[str, Any]]:
-    """Per agent, ``data.problems_per_step`` groups whose rewards vary (see the module doc); returns the
-    AgentSteps to train and ``{agent: metrics}``."""
-    want = cohort.cfg.data.problems_per_step
-    bound = cohort.cfg.grpo.dynamic_sampling
+    """Per agent, as many groups whose rewards vary as its first draw has (``data.problems_per_step``, or this
+    process's share of it under torchrun; see the module doc); returns the AgentSteps to train and
+    ``{agent: metrics}``. Under torchrun every process draws again while any one still misses groups: a draw
+    exchanges answers between processes, so all of them draw together (the extra groups of a full one are
+    simply not kept)."""
+    wants = [len(step.rollouts) for step in first]
+    bound, dist = cohort.cfg.grpo.dynamic_sampling, cohort.dist
     kept: list[list[tuple[Any, int]]] = [[] for _ in first]
     seen: list[set[str]] = [set() for _ in first]
     steps, draws = first, 0
     while True:
         for i, step in enumerate(steps):
             for pid, g, varies in _groups(step):
-                if varies and len(kept[i]) < want and pid not in seen[i]:
+                if varies and len(kept[i]) < wants[i] and pid not in seen[i]:
                     kept[i].append((step, g))
                     seen[i].add(pid)
-        if all(len(k) == want for k in kept) or draws == bound:
+        missing = any(len(k) < want for k, want in zip(kept, wants))
+        if dist is not None:
+            missing = dist.any_flag(missing, "grpo.dynamic_sampling: draw again")
+        if not missing or draws == bound:
             break
         draws += 1
-        ids = cohort.sampler.next(want)
-        steps, _ = cohort._draw(ids, ids, times, draw=draws)
+        ids = cohort.sampler.next(cohort.cfg.data.problems_per_step)
+        steps, _ = cohort._draw(ids, ids if dist is None else dist.my_share(ids), times, draw=draws)
     out, metrics = [], {}
-    for agent, step, groups, ids in zip(cohort.agents, first, kept, seen):
+    for agent, step, groups, ids, want in zip(cohort.agents, first, kept, seen, wants):
         metrics[agent.name] = {"dynamic/draws": float(draws), "dynamic/varied_groups": float(len(groups))}
         top_up = [(step, g) for pid, g, _ in _groups(step) if pid not in ids][: want - len(groups)]
         out.append(_assemble(step, groups + top_up))
@@ -84,18 +87,21 @@ def _assemble(template: Any, groups: list[tuple[Any, int]]) -> Any:
 
 
 def _scored_rows(groups: list[tuple[Any, int]]) -> Any:
-    """The no-grad pass's rows of the given groups, right-padded to one width (None when it did not run)."""
+    """The no-grad pass's rows of the given groups, as wide as their longest completion (a dropped group of
+    the same draw may have been longer), 0-padded (None when the pass did not run)."""
     if not groups or groups[0][0].scored is None:
         return None
+    width = max(len(c.ids) for step, g in groups for c in step.rollouts[g].completions)
     parts = []
     for step, g in groups:
         k = len(step.rollouts[g].completions)
-        parts.append(
-            {n: v[g * k : (g + 1) * k] for n, v in vars(step.scored).items() if isinstance(v, torch.Tensor)}
-        )
-    width = max(part["mask"].shape[1] for part in parts)
+        rows = {
+            n: v[g * k : (g + 1) * k] for n, v in vars(step.scored).items() if isinstance(v, torch.Tensor)
+        }
+        parts.append(fit_width(dataclasses.replace(step.scored, **rows), width))
     fields = {
-        name: torch.cat([F.pad(part[name], (0, width - part[name].shape[1])) for part in parts])
-        for name in parts[0]
+        name: torch.cat([getattr(part, name) for part in parts])
+        for name, value in vars(parts[0]).items()
+        if isinstance(value, torch.Tensor)
     }
-    return dataclasses.replace(groups[0][0].scored, **fields)
+    return dataclasses.replace(parts[0], **fields)

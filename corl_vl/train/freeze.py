@@ -18,7 +18,11 @@ _log = logging.getLogger(__name__)
 
 def freeze_parts(model: Any, adapter: Any, names: Sequence[str], *, agent: str) -> list[str]:
     """Freeze the named parts of ``model`` (after LoRA, so adapters inside a frozen part freeze too); returns
-    the frozen parameter names. An unknown part name is one line listing the family's parts."""
+    the frozen parameter names. An unknown part name is one line listing the family's parts. A text-only model
+    has no vision part: a cohort-wide ``vision_tower`` or ``projector`` leaves it alone (parts_check.py)."""
+    from corl_vl.train.parts_check import applicable_freeze
+
+    names = applicable_freeze(adapter, names)
     if not names:
         return []
     parts = adapter.model_parts(model)

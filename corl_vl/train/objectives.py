@@ -1,6 +1,8 @@
-"""The GRPO variants by name: how a group's rewards become advantages, and how per-token losses become one loss.
+"""The GRPO variants by name: how a group's rewards become advantages, how per-token losses become one loss, and
+which KL estimator the β term uses.
 
-Why a table (and a module without a torch import): ``grpo.advantage`` and ``grpo.loss_type`` are validated
+Why a table (and a module without a torch import): ``grpo.advantage``, ``grpo.loss_type`` and
+``grpo.kl_estimator`` are validated
 against these names when a config is read — before torch is imported — and :mod:`corl_vl.train.grpo` calls the
 entries, so a new variant is one function and one table row here. The functions use tensor methods only.
 """
@@ -49,3 +51,24 @@ LOSS_TYPES: dict[str, Callable[[Tensor, Tensor, int, int, int], Tensor]] = {
     "grpo": _sequence_mean,
     "dr_grpo": _constant_length,
 }
+
+
+def _k1(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
+    """k1: ``logp − ref`` (unbiased for KL(π‖π_ref), can be negative per token)."""
+    return logprobs - ref_logprobs
+
+
+def _k2(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
+    """k2: ``½ (logp − ref)²`` (≥ 0; its gradient is the KL's in expectation, the value is biased)."""
+    return 0.5 * (logprobs - ref_logprobs) ** 2
+
+
+def _k3(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
+    """k3: ``exp(ref − logp) − (ref − logp) − 1`` (≥ 0, unbiased; GRPO's and corl-vl's default)."""
+    delta = ref_logprobs - logprobs
+    return delta.exp() - delta - 1.0
+
+
+# Schulman's estimators of KL(π‖π_ref) per token (``grpo.kl_estimator``): (logp, ref logp) → [B, T]
+KL_ESTIMATORS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {"k1": _k1, "k2": _k2, "k3": _k3}
+KL_PLACEMENTS = ("loss", "reward")  # β·KL added to each token's loss, or subtracted from the reward (summed)

@@ -178,6 +178,29 @@ def check_deepspeed(cfg: CohortConfig) -> None:
         raise CorlError(f"distributed.deepspeed: {path} is not readable JSON ({err})") from None
 
 
+def check_launch(cfg: CohortConfig, dist: Any) -> None:
+    """What a multi-process launch refuses, decided from the config and this launch's placement (``dist``)
+    before any model loads or the run folder is written: the same lines the backends would give later."""
+    from corl_vl.train.deepspeed_setup import deepspeed_config
+
+    if cfg.data.max_prompt_tokens is not None:  # each rank sees one agent's prompts
+        raise CorlError("data.max_prompt_tokens runs in one process; drop torchrun or the bound")
+    path = cfg.distributed.deepspeed
+    if not path and dist.group_size > 1:
+        raise CorlError(
+            f"distributed.deepspeed: an agent on {dist.group_size} ranks needs a DeepSpeed config "
+            "(e.g. --set distributed.deepspeed=configs/deepspeed/zero2.json)"
+        )
+    if path:  # the trainer-owned keys, the stage, the offload (the dtype only fills "auto")
+        deepspeed_config(
+            path,
+            zero_stage=cfg.distributed.zero_stage,
+            grad_clip=cfg.train.grad_clip,
+            group_size=dist.group_size,
+            offload=cfg.optimizer.offload,
+        )
+
+
 WANDB_LOCAL_MODES = {"offline", "disabled", "dryrun"}
 
 

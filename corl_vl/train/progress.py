@@ -77,7 +77,8 @@ class PlainProgress(Callback):
 
 
 class FirstStepCheck(Callback):
-    """After the first step of a run: warn once when no agent parsed an answer or got a label."""
+    """After the first step of a run: warn once when no agent trained a row because none parsed an answer or
+    got a label."""
 
     def __init__(self) -> None:
         self.done = False
@@ -87,6 +88,10 @@ class FirstStepCheck(Callback):
             return
         self.done = True
         agents = {k: v for k, v in run.metrics.items() if k != "cohort"}
+        # rewards that read no answer (a plug-in, format/length, entropy) train rows without one: then say nothing
+        # (rows of groups with equal rewards train only grpo.beta's KL term: still nothing learned from rewards)
+        if any(_learned(v) for v in agents.values()):
+            return
         parsed = [v.get("answer/parsed_frac", 0.0) for v in agents.values()]
         labelled = [v["label/coverage"] for v in agents.values() if "label/coverage" in v]
         if all(p == 0 for p in parsed) or (labelled and all(c == 0 for c in labelled)):
@@ -98,6 +103,12 @@ class FirstStepCheck(Callback):
                 run.completed,
                 what,
             )
+
+
+def _learned(metrics: dict[str, float]) -> bool:
+    """Whether an agent's step trained rows on a reward signal (some group's rewards differed)."""
+    rows = float(metrics.get("trained_rows", 0.0))
+    return rows > 0 and float(metrics.get("groups/zero_std_frac", 0.0)) < 1.0
 
 
 class NothingTrainedCheck(Callback):

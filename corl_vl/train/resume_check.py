@@ -15,6 +15,7 @@ change freely.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +73,22 @@ def differences(
     """
     a, b = _flatten(saved), _flatten(current)
     for key, value in _flatten(defaults or {}).items():
-        a.setdefault(key, value)
+        if not _covered(key, a):  # a default list/dict is one key; a saved non-empty one is its items
+            a[key] = value
+    a, b = ({k: _unset(v) for k, v in side.items()} for side in (a, b))
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+
+
+def _unset(value: Any) -> Any:
+    """An empty list or mapping says the same as an unset key (``reward.combine: []``, ``train.freeze: []``)."""
+    return None if isinstance(value, list | tuple | dict) and not value else value
+
+
+def _covered(key: str, flat: dict[str, Any]) -> bool:
+    """Whether ``flat`` holds ``key``, an item under it, or a key above it."""
+    parts = key.split(".")
+    above = {".".join(parts[:i]) for i in range(1, len(parts))}
+    return key in flat or any(k in above or k.startswith(key + ".") for k in flat)
 
 
 def training_changes(diffs: dict[str, tuple[Any, Any]], current: dict[str, Any]) -> list[str]:
@@ -119,13 +134,17 @@ def check_resume(
     allow: list[str] | None = None,
     step: int | None = None,
     defaults: dict[str, Any] | None = None,
+    normalize: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Refuse a resume whose config changes training, except the keys in ``allow``.
+    """Refuse a resume whose config changes training, except the keys in ``allow``. ``normalize``: applied to
+    the saved record before comparing (an older record's relative file paths, :mod:`corl_vl.train.run_paths`).
 
     Returns the mapping to write as the run's new ``config.yaml``: ``current`` plus its history, with one new
     entry (step, time, every changed key's old and new value) when anything differs.
     """
     saved, history = read_run_config(saved_path)
+    if normalize is not None:
+        saved = normalize(saved)
     diffs = differences(saved, current, defaults)
     allow = list(allow or [])
     refused = [k for k in training_changes(diffs, current) if not _matches(k, allow)]

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from corl_vl.train.batch import fit_width
 from corl_vl.train.grpo import group_advantages, masked_group_advantages
 
 
@@ -33,7 +34,8 @@ def first_k(step: Any, k: int) -> Any:
     if scored is not None:
         rows = torch.tensor([g * votes + j for g in range(len(step.rollouts)) for j in range(k)])
         fields = {n: v[rows.to(v.device)] for n, v in vars(scored).items() if isinstance(v, torch.Tensor)}
-        scored = dataclasses.replace(scored, **fields)
+        width = max((len(c.ids) for r in rollouts for c in r.completions), default=0)
+        scored = fit_width(dataclasses.replace(scored, **fields), width)  # the longest may only have voted
     return dataclasses.replace(
         step,
         rollouts=rollouts,
