@@ -82,8 +82,7 @@ def check_choices(cfg: Any, bad: Any) -> None:
     """Every name-valued key against the table that implements it (imported here, see the module top)."""
     from corl_vl.answers.voting import TIE_POLICIES
     from corl_vl.rewards.combine import parse_combine
-    from corl_vl.rewards.plugins import load_reward_module
-    from corl_vl.rewards.registry import get_reward, reward_names
+    from corl_vl.rewards.registry import get_reward, load_reward_module, reward_names
     from corl_vl.rewards.reliability import WEIGHTINGS
     from corl_vl.rewards.topology import TOPOLOGIES
     from corl_vl.rollout import ENGINES

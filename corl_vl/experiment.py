@@ -136,10 +136,10 @@ PAIR_WARM_START: dict[str, Any] = {
 def tiny_pair_experiment(cfg: CohortConfig) -> CohortConfig:
     """``--pair`` of tiny presets: the demo's warm-started bases, so that the first run trains (random tiny
     models never answer); otherwise ``cfg`` unchanged, with one line saying why when the presets are tiny."""
-    from model_adapters.presets import PRESETS
+    from model_adapters.presets import all_presets
     from model_adapters.registry import get_adapter_class
 
-    presets = [PRESETS.get(a.model) for a in cfg.agents]
+    presets = [all_presets().get(a.model) for a in cfg.agents]
     if not all(p is not None and p.tiny for p in presets) or cfg.experiment is not None:
         return cfg
     if cfg.data.train != "synthetic":

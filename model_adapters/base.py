@@ -35,9 +35,9 @@ from corl_vl.errors import CorlError
 
 from .chat_templating import ChatTemplating
 from .dtypes import AUTO_DTYPE, check_dtype, resolve_dtype  # resolve_dtype: also imported from here
-from .full_size import build_random_model, random_init_record
 from .images import ImageOptions, image_options_from, load_image, resize_long_side
-from .memory_facts import MemoryFacts
+from .model_facts import MemoryFacts
+from .random_init import RandomInit, random_init_record
 from .records import CompletionLogprobs, PromptInputs, TrainingBatch
 from .scoring import LogprobScoring
 from .templates import DEFAULT_TEMPLATE_DATE, parse_template_date, read_prompt_record
@@ -85,7 +85,7 @@ def format_question(problem: Problem, answer_format: str = "boxed") -> str:
     return text + ANSWER_INSTRUCTIONS[answer_format]
 
 
-class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts, TrainableParts):
+class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts, TrainableParts, RandomInit):
     """Everything family-specific about one model: loading, prompts, images, batches, logprobs, vLLM requests.
 
     Subclasses set the class variables and override the hooks marked "family hook"; the defaults implement a
@@ -99,7 +99,7 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts, Tr
         supports_images: False for text-only families (a problem with images is then an error).
         importance_ratio_cap: default token-level IS truncation cap (None = off) — a family default because the
             rollout/trainer drift is a family property (Gemma-3 drifts ≈ 0.13 nats/token). On (2.0) unless a
-            family declares otherwise: TRL and verl also correct by default; every shipped family declares it.
+            family declares otherwise: TRL and verl also correct by default; every shipped family keeps it.
         contain_nonfinite_rollout_logprobs: whether NaN/inf rollout logprobs are replaced (True: weight 1,
             counted in ``is/nonfinite_tokens``; an engine reports a missing logprob as NaN) or an error.
         image_token: the placeholder token the processor repeats per image token (None for text families).
@@ -203,13 +203,13 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts, Tr
 
     @property
     def torch_dtype(self) -> torch.dtype:
-        import torch
+        import torch  # lazy: torch
 
         return getattr(torch, self.resolved_dtype(self.loaded_device))
 
     def load_model(self, *, device: str = "cpu") -> PreTrainedModel:
         """Load the weights on ``device`` in :meth:`resolved_dtype` (eval mode; the trainer calls ``train()``)."""
-        import transformers
+        import transformers  # lazy: transformers
 
         self.loaded_device = str(device)
         auto = getattr(transformers, self.auto_model_class)
@@ -220,9 +220,7 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts, Tr
             if random_init_record(self.model_path) is not None:  # a full-size preset: weights from its config
                 kwargs.pop("dtype")
                 kwargs.pop("trust_remote_code")
-                model = build_random_model(
-                    auto, self.model_path, dtype=self.torch_dtype, device=device, **kwargs
-                )
+                model = self.build_random_model(auto, dtype=self.torch_dtype, device=device, **kwargs)
             else:
                 model = auto.from_pretrained(self.model_path, **kwargs)
         return model.to(device).eval()
@@ -230,7 +228,7 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts, Tr
     @cached_property
     def processor(self) -> Any:
         """The HF processor (for text families: the tokenizer), loaded once."""
-        from transformers import AutoProcessor
+        from transformers import AutoProcessor  # lazy: transformers
 
         return AutoProcessor.from_pretrained(self.model_path, trust_remote_code=self.trust_remote_code)
 
@@ -251,7 +249,7 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts, Tr
         """Token ids that end a completion: the generation config's EOS ids plus the tokenizer's EOS."""
         ids: list[int] = []
         try:
-            from transformers import GenerationConfig
+            from transformers import GenerationConfig  # lazy: transformers
 
             eos = GenerationConfig.from_pretrained(self.model_path).eos_token_id
         except OSError:
@@ -305,8 +303,8 @@ class ModelAdapter(ChatTemplating, LogprobScoring, VLLMRequests, MemoryFacts, Tr
 
     @classmethod
     def tiny_checkpoint(cls, seed: int = 0) -> Path | None:
-        """Family hook for plugins: a tiny random checkpoint folder of the family (built once, cached), so the
-        shared adapter tests and CPU smoke runs reach it; None when the family's tiny models are zoo presets."""
+        """Family hook: a tiny random checkpoint folder of the family (built once, cached), so the shared adapter
+        tests and CPU smoke runs reach it; every built-in family and plug-in gives one (None: no tiny model)."""
         return None
 
     # ------------------------------------------------------------------ prompts

@@ -27,8 +27,8 @@ def _describe(err: Exception) -> str:
 def _compile(template: str, origin: str) -> None:
     """Compile ``template`` the way the processor will (transformers' sandboxed environment and extensions),
     so a syntax error is one line."""
-    from jinja2 import TemplateError
-    from transformers.utils.chat_template_utils import _compile_jinja_template
+    from jinja2 import TemplateError  # lazy: jinja2
+    from transformers.utils.chat_template_utils import _compile_jinja_template  # lazy: transformers
 
     try:
         _compile_jinja_template(template)
@@ -80,7 +80,7 @@ class ChatTemplating:
         """``messages`` rendered with :attr:`chat_template` (generation prompt added). The processor renders in
         Jinja's sandbox; what the sandbox refuses, and any other template error, is one line naming the
         template."""
-        from jinja2 import TemplateError
+        from jinja2 import TemplateError  # lazy: jinja2
 
         template = self.chat_template
         try:

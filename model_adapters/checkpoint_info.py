@@ -10,7 +10,7 @@ from typing import Any
 
 def count_parameters(path: str | Path) -> int:
     """Parameters stored in a checkpoint folder's safetensors (no model construction)."""
-    from safetensors import safe_open
+    from safetensors import safe_open  # lazy: torch
 
     total = 0
     for file in sorted(Path(path).glob("*.safetensors")):

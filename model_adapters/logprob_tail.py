@@ -54,7 +54,7 @@ def _chunk_log_softmax(
     head: Callable[[torch.Tensor], torch.Tensor], h: torch.Tensor, temperature: float, softcap: float | None
 ) -> torch.Tensor:
     """fp32 ``log_softmax(softcap(head(h)).float() / T)`` of one chunk, with no extra full-size copy."""
-    import torch
+    import torch  # lazy: torch
 
     logits = head(h)
     if softcap is not None:  # the family's own logit soft-capping, as its forward applies it
@@ -79,7 +79,7 @@ def _chunk_outputs(
 
 def _linear_head(head: Any, hidden: torch.Tensor) -> bool:
     """A plain ``nn.Linear`` over ``hidden``'s width (not a subclass with other weights)."""
-    import torch
+    import torch  # lazy: torch
 
     if type(head) is not torch.nn.Linear:
         return False
@@ -106,7 +106,7 @@ def token_logprobs(
     Returns fp32 tensors of shape ``[N]``; entropy and self-certainty are None unless ``with_entropy``.
     Differentiable in ``hidden`` and the head's parameters when autograd is on.
     """
-    import torch
+    import torch  # lazy: torch
 
     if temperature <= 0:
         raise ValueError("temperature must be > 0")
@@ -142,8 +142,8 @@ def _chunks(
     with_entropy: bool,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """The generic path: the head per chunk, under autograd with activation checkpointing per chunk."""
-    import torch
-    from torch.utils.checkpoint import checkpoint
+    import torch  # lazy: torch
+    from torch.utils.checkpoint import checkpoint  # lazy: torch
 
     def chunk(h: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         return _chunk_outputs(_chunk_log_softmax(head, h, temperature, softcap), t, with_entropy)
@@ -168,7 +168,7 @@ def _zero3_tail(
     make different numbers of collectives and hang (measured: 2 gloo ranks, 5 chunks against 2). Called once,
     ZeRO-3's own hooks gather the weight once forward and once backward, around the tail's own backward, so the
     weight's gradient is produced while it is whole (as for any module)."""
-    import torch
+    import torch  # lazy: torch
 
     weight, bias = head.weight, head.bias
 
@@ -196,7 +196,7 @@ def _zero3_tail(
 @functools.cache
 def _linear_tail() -> type:
     """The autograd function, built on first use (torch is imported lazily across the package)."""
-    import torch
+    import torch  # lazy: torch
 
     class LinearTail(torch.autograd.Function):
         """Chunked tail of a linear head with a hand-written backward (see the module docstring for why).
@@ -263,7 +263,7 @@ def _linear_tail_backward(
     The head's weight and bias gradients sum over every chunk in ONE fp32 buffer, rounded to the parameter's
     dtype once at the end: summed in bf16, a total swamps each later chunk's share (its 8-bit significand drops
     what is below half an ulp of the running sum), as the Torch backend's fp32 accumulation never does."""
-    import torch
+    import torch  # lazy: torch
 
     need_h, need_w, need_b = ctx.needs_input_grad[:3]
     grad_h = torch.empty_like(hidden) if need_h else None
@@ -292,7 +292,7 @@ def _linear_tail_backward(
 def _add_outer(acc: torch.Tensor, grad_z: torch.Tensor, h: torch.Tensor) -> None:
     """``acc += grad_zᵀ h`` into the fp32 ``acc``. A low-precision chunk's product is formed in its own dtype (fast
     matmul kernels) over slices of the vocabulary no larger than the chunk's logits, then added in fp32."""
-    import torch
+    import torch  # lazy: torch
 
     if acc.dtype == grad_z.dtype:
         acc.addmm_(grad_z.t(), h)
@@ -316,7 +316,7 @@ def _logits_gradient(
     """Gradient of the chunk's outputs with respect to the head's output ``z`` (overwritten), in ``z``'s dtype.
 
     At most two fp32 chunk-sized tensors are alive at once (the log-softmax, reused in place, and ``p``)."""
-    import torch
+    import torch  # lazy: torch
 
     logp = _chunk_log_softmax(lambda _h: z, z, ctx.temperature, ctx.softcap)
     coef = torch.zeros(stop - start, 1, dtype=logp.dtype, device=logp.device)  # per row: −p × coef

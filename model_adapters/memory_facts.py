@@ -1,125 +1,32 @@
-"""What a memory plan needs to know about one model, read from its config without loading weights.
+"""What ``corl-vl plan`` knows about one model, without loading weights or downloading anything.
 
-Why here: the sizes are family facts (which config keys hold the widths, how many tokens an image becomes), and
-family facts live in ``model_adapters/``. :func:`memory_facts` serves ``corl-vl plan``: for a real preset it
-reads the published config written in the repo (:mod:`model_adapters.full_size_configs`), so planning needs no
-download; for a local folder, its ``config.json``. Parameter counts come from building the architecture on the
-meta device (exact, no memory).
+For a real preset it reads the published config written in the repo (each family's ``full_size.py``), so
+planning needs no download; for a local folder, its ``config.json``. The adapter does the reading
+(:class:`~model_adapters.model_facts.MemoryFacts`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
 
-REFERENCE_IMAGE = (1024, 768)  # the plan's image: the adapters' default long-side cap, 4:3
-
-
-@dataclass(frozen=True)
-class ModelFacts:
-    """Sizes of one model (text decoder, vision tower, images) for memory arithmetic."""
-
-    parameters: int
-    vision_parameters: int  # vision tower + projector (what freezing the vision tower leaves untrained)
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    vocab: int
-    vision_hidden: int = 0
-    vision_layers: int = 0
-    vision_intermediate: int = 0
-    image_tokens: int = 0  # tokens one reference image adds to the language model's sequence
-    vision_tokens: int = 0  # the vision tower's sequence length for that image (before merging/pooling)
-    zero3_sync_whole: bool = False  # the ZeRO-3 weight sync gathers the whole model (MemoryFacts hook)
+from .model_facts import ModelFacts
+from .presets import full_size_specs
+from .registry import create_adapter
 
 
 def memory_facts(
     model: str, *, adapter: str | None = None, adapter_kwargs: dict[str, Any] | None = None
 ) -> ModelFacts:
     """Facts for a preset name, a ``NAME@random``/``@width-only`` preset or a local checkpoint folder."""
-    from .full_size_configs import FULL_SIZE
-    from .registry import create_adapter
-
-    spec = model if "@" in model or model not in FULL_SIZE else f"{model}@random"
+    published = full_size_specs()
+    spec = model if "@" in model or model not in published else f"{model}@random"
     if "@" not in spec and not Path(spec).is_dir() and not spec.startswith("tiny-"):
         raise CorlError(
             f"plan: no config for '{model}' without downloading; use a preset with a published size "
-            f"({', '.join(FULL_SIZE)}) or a local checkpoint folder"
+            f"({', '.join(published)}) or a local checkpoint folder"
         )
     kwargs = {k: v for k, v in (adapter_kwargs or {}).items() if k != "dtype"}
     return create_adapter(spec, adapter=adapter, **kwargs).memory_facts()
-
-
-def facts_from_config(
-    config: Any, parameters: int, vision_parameters: int, image: tuple[int, int]
-) -> ModelFacts:
-    """The text decoder's and vision tower's sizes from a (composite) HF config; image counts are the adapter's."""
-    text = config.get_text_config()
-    vision = getattr(config, "vision_config", None)
-    heads = int(text.num_attention_heads)
-    return ModelFacts(
-        parameters=parameters,
-        vision_parameters=vision_parameters,
-        hidden=int(text.hidden_size),
-        layers=int(text.num_hidden_layers),
-        heads=heads,
-        kv_heads=int(text.num_key_value_heads),
-        head_dim=int(getattr(text, "head_dim", None) or text.hidden_size // heads),
-        intermediate=int(text.intermediate_size),
-        vocab=int(text.vocab_size),
-        vision_hidden=int(getattr(vision, "hidden_size", 0) or 0),
-        vision_layers=int(getattr(vision, "depth", None) or getattr(vision, "num_hidden_layers", 0) or 0),
-        vision_intermediate=int(getattr(vision, "intermediate_size", 0) or 0),
-    )
-
-
-def count_on_meta(auto_class: str, config: Any, vision_prefixes: tuple[str, ...]) -> tuple[int, int]:
-    """(all parameters, those under ``vision_prefixes``) of the architecture, built on the meta device."""
-    import torch
-    import transformers
-
-    with torch.device("meta"):
-        model = getattr(transformers, auto_class).from_config(config)
-    total = vision = 0
-    for name, param in model.named_parameters():
-        total += param.numel()
-        if name.startswith(vision_prefixes):
-            vision += param.numel()
-    return total, vision
-
-
-class MemoryFacts:
-    """Mixed into :class:`~model_adapters.base.ModelAdapter`: the adapter's side of memory planning."""
-
-    # parameter-name prefixes of the vision tower and projector (family hook; empty for text models)
-    vision_module_prefixes: tuple[str, ...] = ()
-    # family hook: True where transformers converts a weight on save (a converter, not a renaming), so the
-    # ZeRO-3 vLLM sync cannot stream it one parameter at a time (corl_vl.rollout.vllm_sync)
-    zero3_sync_whole: bool = False
-
-    def image_token_counts(self, width: int, height: int, config: Any) -> tuple[int, int]:
-        """Family hook: (tokens one ``width × height`` image adds to the language model's sequence, the vision
-        tower's sequence length for it), from the processor's settings and the model ``config``. Text: (0, 0)."""
-        return 0, 0
-
-    def memory_facts(self, image: tuple[int, int] = REFERENCE_IMAGE) -> ModelFacts:
-        """This model's :class:`ModelFacts` (config read, architecture counted on the meta device)."""
-        import dataclasses
-
-        from transformers import AutoConfig
-
-        config = AutoConfig.from_pretrained(self.model_path, trust_remote_code=self.trust_remote_code)
-        total, vision = count_on_meta(self.auto_model_class, config, self.vision_module_prefixes)
-        facts = dataclasses.replace(
-            facts_from_config(config, total, vision, image), zero3_sync_whole=self.zero3_sync_whole
-        )
-        if not self.supports_images:
-            return facts
-        llm, tower = self.image_token_counts(*image, config)
-        return dataclasses.replace(facts, image_tokens=llm, vision_tokens=tower)

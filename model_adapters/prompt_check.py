@@ -55,7 +55,7 @@ class AdapterReport:
 
 def _circles_image() -> Any:
     """A small figure with three circles (any RGB image would do; this one matches the question)."""
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw  # lazy: Pillow
 
     image = Image.new("RGB", (224, 168), "white")
     draw = ImageDraw.Draw(image)

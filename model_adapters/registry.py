@@ -20,21 +20,13 @@ from typing import Any, TypeVar
 from corl_vl.errors import CorlError
 
 from .base import ModelAdapter
-from .presets import PRESETS, get_preset
+from .builtins import BUILTINS
+from .full_size import ensure_full_size
+from .presets import all_presets, get_preset
+from .templates import read_prompt_record
+from .tiny import ensure_tiny
 
 ENTRY_POINT_GROUP = "corl_vl.adapters"
-
-
-def _builtin_modules() -> list[str]:
-    """The modules of this package that register an adapter: adding a family is adding one file here."""
-    folder = Path(__file__).resolve().parent
-    marker = "@register_adapter("
-    return sorted(
-        path.stem
-        for path in folder.glob("*.py")
-        if path.stem not in ("registry", "__init__") and marker in path.read_text(encoding="utf-8")
-    )
-
 
 _ADAPTERS: dict[str, type[ModelAdapter]] = {}
 _ORIGIN: dict[str, str] = {}  # name → "built-in" or the distribution that provided it
@@ -94,13 +86,14 @@ def _add(name: str, cls: type, *, origin: str) -> None:
 
 
 def _ensure_loaded() -> None:
-    """Import the built-in adapters, then every entry point of the group (once per process)."""
+    """Import the built-in families (:data:`~model_adapters.builtins.BUILTINS`), then every entry point of the
+    group (once per process): a built-in registers exactly as a plug-in does."""
     global _loaded
     if _loaded:
         return
     _loaded = True  # set first: a plugin importing this module must not recurse
-    for module in _builtin_modules():
-        importlib.import_module(f"{__package__}.{module}")
+    for module in BUILTINS:
+        importlib.import_module(module)
     for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         _load_entry_point(ep)
 
@@ -159,14 +152,14 @@ def detect_adapter(model_dir: str | Path) -> str:
 
 def detect_hub_adapter(repo_id: str) -> str:
     """The adapter for a hub id, from its ``config.json`` (the HF cache first, so it works offline once seen)."""
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import hf_hub_download  # heavy (httpx): only for a hub id
 
     try:
         config_path = hf_hub_download(repo_id, "config.json")
     except Exception as err:  # offline, unknown repo, gated model: all mean "cannot tell the family"
         raise CorlError(
             f"cannot read config.json of hub id '{repo_id}' ({type(err).__name__}); pass the adapter "
-            f"explicitly (adapter: in the config, --adapter on the CLI) or use a preset: {', '.join(PRESETS)}"
+            f"explicitly (adapter: in the config, --adapter on the CLI) or use a preset: {', '.join(all_presets())}"
         ) from None
     return _adapter_for_config(Path(config_path))
 
@@ -196,15 +189,11 @@ def resolve_model(model: str | Path, *, adapter: str | None = None) -> tuple[str
     Tiny presets are built on first use (cached) by :func:`model_adapters.tiny.ensure_tiny`.
     """
     spec = str(model)
-    if spec in PRESETS:
+    if spec in all_presets():
         preset = get_preset(spec)
-        if preset.tiny:
-            from .tiny import ensure_tiny
-
-            path = str(ensure_tiny(preset.name))
+        if preset.tiny is not None:
+            path = str(ensure_tiny(preset.tiny))
         elif preset.random:
-            from .full_size import ensure_full_size
-
             path = str(ensure_full_size(preset.name))
         else:
             path = str(preset.hub_id)
@@ -214,7 +203,7 @@ def resolve_model(model: str | Path, *, adapter: str | None = None) -> tuple[str
     if spec.count("/") != 1 or spec.startswith((".", "/", "~")):
         raise CorlError(
             f"unknown model '{spec}': not a preset, not a local folder, not a hub id (org/name); "
-            f"presets: {', '.join(PRESETS)}"
+            f"presets: {', '.join(all_presets())}"
         )
     return adapter or detect_hub_adapter(spec), spec, {}
 
@@ -222,10 +211,8 @@ def resolve_model(model: str | Path, *, adapter: str | None = None) -> tuple[str
 def default_template_date(model: str | Path, *, adapter: str | None = None) -> str:
     """The date ``create_adapter(model)`` pins its chat template to when none is given: the one recorded in a
     corl-vl checkpoint folder, else the adapter's default. Builds nothing (no tiny checkpoint, no weights)."""
-    from .templates import read_prompt_record
-
     spec = str(model)
-    if spec in PRESETS:
+    if spec in all_presets():
         name = adapter or get_preset(spec).adapter
     else:
         if Path(spec).is_dir():

@@ -25,7 +25,7 @@ class LogprobScoring:
 
     def collate_mm(self, prompts: Sequence[PromptInputs]) -> dict[str, torch.Tensor]:
         """Concatenate the prompts' image tensors along dim 0 (images/patches of all rows, in row order)."""
-        import torch
+        import torch  # lazy: torch
 
         keys: list[str] = []
         for p in prompts:
@@ -39,7 +39,7 @@ class LogprobScoring:
 
     def generation_batch(self, prompts: Sequence[PromptInputs]) -> dict[str, torch.Tensor]:
         """Left-padded inputs for HF ``generate`` (``model.generate(**batch, ...)``)."""
-        import torch
+        import torch  # lazy: torch
 
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
@@ -58,7 +58,7 @@ class LogprobScoring:
         self, prompts: Sequence[PromptInputs], completion_ids: Sequence[Sequence[int]]
     ) -> TrainingBatch:
         """Prompt + completion per row, right-padded, plus the completion mask (see module docstring)."""
-        import torch
+        import torch  # lazy: torch
 
         if len(prompts) != len(completion_ids):
             raise ValueError(f"{len(prompts)} prompts but {len(completion_ids)} completions")
@@ -108,7 +108,7 @@ class LogprobScoring:
         Only the completion tokens' hidden states go through the LM head, a chunk at a time (memory bounded by
         the chunk, not by the completion length: :mod:`model_adapters.logprob_tail`).
         """
-        import torch
+        import torch  # lazy: torch
 
         if temperature <= 0:
             raise ValueError("temperature must be > 0 (greedy decoding scores at temperature 1)")
@@ -136,7 +136,7 @@ class LogprobScoring:
     def _chunk_logprobs(
         self, model: Any, batch: TrainingBatch, temperature: float, with_entropy: bool, device: Any
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        import torch
+        import torch  # lazy: torch
 
         completion_width = batch.completion_ids.shape[1]
         inputs = {k: v.to(device) for k, v in batch.inputs.items()}
@@ -188,7 +188,7 @@ class LogprobScoring:
         trainer's value (ratio 1, so the token trains on-policy) and ``replaced`` marks it for logging. Families
         with ``contain_nonfinite_rollout_logprobs = False`` raise instead: there a NaN is a bug to surface.
         """
-        import torch
+        import torch  # lazy: torch
 
         bad = ~torch.isfinite(rollout_logprobs) & mask.bool()
         if bool(bad.any()) and not self.contain_nonfinite_rollout_logprobs:

@@ -11,6 +11,7 @@ The tokenizer never depends on the model seed: two agents of one family built wi
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -299,8 +300,6 @@ _TEMPLATES = (
 
 def _corpus() -> list[str]:
     """A small deterministic corpus: prose, arithmetic with worked answers, LaTeX and the prompt wording."""
-    import random
-
     fixed = [
         "Please reason step by step, and put your final answer within \\boxed{}.",
         "Choose the correct option: (A) red (B) blue (C) green (D) yellow. The answer is (B).",
@@ -337,7 +336,7 @@ def build_tokenizer(family: str | TokenizerSpec):  # -> transformers.PreTrainedT
     ``family`` names a spec of :data:`SPECS`, or is a :class:`TokenizerSpec` itself: how an adapter plugin gives
     its tiny test checkpoint a tokenizer of its own family without adding to this module.
     """
-    from transformers import PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast  # lazy: transformers
 
     spec = family if isinstance(family, TokenizerSpec) else SPECS[family]
     tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))

@@ -1,5 +1,6 @@
-"""Weights in the layout vLLM's loaders read: ``save_pretrained``'s tensors passed through the adapter's
-:meth:`~model_adapters.vllm_requests.VLLMRequests.vllm_weights` hook, in memory or in a saved folder.
+"""Weights in the layout vLLM's loaders read: ``save_pretrained``'s tensors passed through a family's weight hook
+(an adapter's :meth:`~model_adapters.vllm_requests.VLLMRequests.vllm_weights`, or a tiny recipe's), in memory or in
+a saved folder.
 
 A folder is rewritten shard by shard, and only the shards the hook changes (identity for most families), so the
 common case costs one read of the shards.
@@ -8,32 +9,32 @@ common case costs one read of the shards.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from corl_vl.io import atomic_file, write_text_atomic
 
-def hooked_weights(adapter: Any, weights: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """``weights`` (checkpoint-format names) as the adapter says vLLM reads them."""
-    return [pair for name, tensor in weights for pair in adapter.vllm_weights(name, tensor)]
+WeightsHook = Callable[
+    [str, Any], Iterable[tuple[str, Any]]
+]  # (name, tensor) → the (name, tensor) pairs vLLM reads
 
 
-def apply_to_folder(folder: str | Path, adapter: Any | None = None) -> None:
-    """Rewrite the ``*.safetensors`` shards of a ``save_pretrained`` folder through the hook of ``adapter`` (by
-    default the adapter detected from the folder's config), and the shard index when names change."""
-    from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
+def hooked_weights(hook: WeightsHook, weights: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """``weights`` (checkpoint-format names) as ``hook`` (e.g. ``adapter.vllm_weights``) says vLLM reads them."""
+    return [pair for name, tensor in weights for pair in hook(name, tensor)]
 
-    from corl_vl.io import atomic_file, write_text_atomic
+
+def apply_to_folder(folder: str | Path, hook: WeightsHook) -> None:
+    """Rewrite the ``*.safetensors`` shards of a ``save_pretrained`` folder through ``hook`` (e.g.
+    ``adapter.vllm_weights``), and the shard index when names change."""
+    from safetensors import safe_open  # safetensors.torch imports torch: only when a folder is rewritten
+    from safetensors.torch import load_file, save_file  # lazy: torch
 
     folder = Path(folder)
-    if adapter is None:
-        from .registry import create_adapter
-
-        adapter = create_adapter(folder)
     for shard in sorted(folder.glob("*.safetensors")):
         tensors = load_file(shard)
-        hooked = hooked_weights(adapter, tensors.items())
+        hooked = hooked_weights(hook, tensors.items())
         if len(hooked) == len(tensors) and all(tensors.get(n) is t for n, t in hooked):
             continue
         with safe_open(shard, framework="pt") as f:

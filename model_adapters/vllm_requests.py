@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .full_size import random_init_record
+from .random_init import random_init_record
 from .records import PromptInputs
 
 

@@ -26,10 +26,15 @@ def test_vision_parameter_names_are_the_tower_and_projector(name, prefixes):
     assert adapter.vision_parameter_names(model) == expected
 
 
-def test_builtin_families_ship_tiny_models_as_presets_not_through_the_hook():
-    for name, cls in list_adapters().items():
-        if cls.__module__.startswith("model_adapters."):
-            assert cls.tiny_checkpoint() is None, name
+def test_builtin_families_give_their_tiny_model_through_the_hook_as_plugins_do():
+    """A built-in family registers as a plug-in does: its class's hook names a tiny folder the family drives."""
+    from model_adapters.builtins import BUILTINS
+    from model_adapters.registry import adapter_origin, detect_adapter
+
+    builtins = {n: c for n, c in list_adapters().items() if adapter_origin(n) == "built-in"}
+    assert {c.__module__.rsplit(".", 1)[0] for c in builtins.values()} == set(BUILTINS)
+    for name, cls in builtins.items():
+        assert detect_adapter(cls.tiny_checkpoint()) == name
     assert ModelAdapter.tiny_checkpoint(seed=3) is None
 
 

@@ -20,7 +20,7 @@ from corl_vl.train.training_defaults import (
     tf32_settings,
 )
 from model_adapters.dtypes import AUTO_DTYPE, resolve_dtype
-from model_adapters.presets import PRESETS
+from model_adapters.presets import all_presets
 from model_adapters.registry import create_adapter
 
 _ENGINE = dict(
@@ -34,7 +34,7 @@ _ENGINE = dict(
 
 
 def test_every_preset_is_bf16_on_cuda_and_fp32_on_cpu():
-    for name in PRESETS:
+    for name in all_presets():
         adapter = create_adapter(name)  # configuration only: no weights, no hub access
         assert adapter.dtype == AUTO_DTYPE, name
         assert adapter.resolved_dtype("cuda") == adapter.resolved_dtype("cuda:3") == "bfloat16", name

@@ -11,15 +11,14 @@ from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from model_adapters import create_adapter
 from model_adapters.full_size import make_config, parameter_count, split_name
-from model_adapters.full_size_configs import FULL_SIZE
-from model_adapters.presets import PRESETS
+from model_adapters.presets import all_presets, full_size_specs
 
 
-@pytest.mark.parametrize("name", list(FULL_SIZE))
+@pytest.mark.parametrize("name", list(full_size_specs()))
 def test_full_size_parameter_count_is_the_model_cards(name):
     # model cards round to 2–3 significant digits (InternVL3.5-2B: "2.3B" for 2.35 B)
     count = parameter_count(f"{name}@random")
-    assert count / 1e9 == pytest.approx(FULL_SIZE[name].published_parameters, rel=0.025)
+    assert count / 1e9 == pytest.approx(full_size_specs()[name].published_parameters, rel=0.025)
 
 
 def test_qwen2_5_vl_3b_by_hand():
@@ -33,7 +32,7 @@ def test_qwen2_5_vl_3b_by_hand():
     assert parameter_count("qwen2.5-vl-3b@random") == text + vision
 
 
-# real presets whose published config values are not written in full_size_configs.py yet (docs/adapters.md)
+# real presets whose published config values are not written in their family's full_size.py yet (docs/adapters.md)
 WITHOUT_FULL_SIZE = {
     *(f"qwen3-vl-{size}" for size in ("2b", "4b", "8b", "32b")),
     *(f"qwen3-vl-{size}" for size in ("30b-a3b", "235b-a22b")),
@@ -41,15 +40,15 @@ WITHOUT_FULL_SIZE = {
 
 
 def test_every_real_preset_has_both_variants():
-    real = [p for p in PRESETS.values() if p.hub_id]
+    real = [p for p in all_presets().values() if p.hub_id]
     assert {p.name for p in real} >= WITHOUT_FULL_SIZE
     for preset in real:
         for variant in ("random", "width-only"):
             name = f"{preset.name}@{variant}"
             if preset.name in WITHOUT_FULL_SIZE:
-                assert name not in PRESETS
+                assert name not in all_presets()
                 continue
-            assert PRESETS[name].adapter == preset.adapter
+            assert all_presets()[name].adapter == preset.adapter
 
 
 def test_width_only_keeps_every_width():

@@ -12,7 +12,7 @@ from corl_vl.config import config_from_dict
 from corl_vl.errors import CorlError
 from corl_vl.plan import arithmetic as ar
 from corl_vl.plan import parse_memory, plan_for_config
-from model_adapters.memory_facts import ModelFacts
+from model_adapters.model_facts import ModelFacts
 
 # hidden 8, 2 layers, 2 query heads of 4, 1 KV head, MLP 16, vocab 50; a 1-layer vision tower of width 4 whose
 # image is 12 patches (3 tokens for the language model)

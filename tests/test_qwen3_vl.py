@@ -16,7 +16,7 @@ from corl_vl.config import apply_overrides, config_from_dict
 from corl_vl.data.problem import Problem
 from corl_vl.train.cohort import Cohort
 from model_adapters import create_adapter, detect_adapter
-from model_adapters.presets import PRESETS
+from model_adapters.presets import all_presets
 from model_adapters.qwen3_vl import Qwen3VLAdapter
 
 Q = "Which is bigger?\nA. 3/4\nB. 0.7 Please reason step by step, and put your final answer within \\boxed{}."
@@ -33,7 +33,7 @@ def _problem(size=(90, 60)) -> Problem:
 
 def test_presets_name_the_released_dense_sizes_and_folders_are_detected(tiny_checkpoint):
     for size in ("2B", "4B", "8B", "32B"):
-        preset = PRESETS[f"qwen3-vl-{size.lower()}"]
+        preset = all_presets()[f"qwen3-vl-{size.lower()}"]
         assert (preset.adapter, preset.hub_id) == ("qwen3_vl", f"Qwen/Qwen3-VL-{size}-Instruct")
     assert detect_adapter(tiny_checkpoint("tiny-qwen3-vl")) == "qwen3_vl"
 

@@ -13,8 +13,8 @@ from safetensors.torch import load_file
 
 from corl_vl.rollout.vllm_engine import checkpoint_format_weights, save_weights_on_this_rank
 from model_adapters import create_adapter, detect_adapter
-from model_adapters.presets import PRESETS
-from model_adapters.tiny_qwen3_vl_moe import MOE_EXPERTS, MOE_FFN
+from model_adapters.presets import all_presets
+from model_adapters.qwen3_vl_moe.tiny import MOE_EXPERTS, MOE_FFN
 
 HIDDEN = 256
 DOWN = "model.language_model.layers.0.mlp.experts.down_proj"
@@ -29,7 +29,7 @@ def moe():
 
 def test_presets_name_the_released_moe_sizes_and_folders_are_detected(tiny_checkpoint):
     for size in ("30B-A3B", "235B-A22B"):
-        preset = PRESETS[f"qwen3-vl-{size.lower()}"]
+        preset = all_presets()[f"qwen3-vl-{size.lower()}"]
         assert (preset.adapter, preset.hub_id) == ("qwen3_vl_moe", f"Qwen/Qwen3-VL-{size}-Instruct")
     assert detect_adapter(tiny_checkpoint("tiny-qwen3-vl-moe")) == "qwen3_vl_moe"
 

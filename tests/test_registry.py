@@ -15,7 +15,7 @@ from corl_vl.errors import CorlError
 from model_adapters import registry
 from model_adapters.base import ModelAdapter
 from model_adapters.causal_lm import CausalLMAdapter
-from model_adapters.presets import PRESETS
+from model_adapters.presets import all_presets
 
 PLUGIN_SRC = Path(__file__).parent / "plugin_pkg"
 BUILTINS = {"qwen2_5_vl", "internvl3_5", "gemma3", "causal_lm"}
@@ -69,7 +69,7 @@ def test_builtins_registered_with_their_names():
         assert adapters[name].name == name
         assert registry.adapter_origin(name) == "built-in"
     # every preset names an adapter that exists
-    assert {p.adapter for p in PRESETS.values()} <= set(adapters)
+    assert {p.adapter for p in all_presets().values()} <= set(adapters)
 
 
 def test_unknown_adapter_lists_what_exists():

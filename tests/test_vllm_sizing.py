@@ -185,7 +185,7 @@ def test_weights_are_gathered_for_a_rollout_only_when_the_engine_reads_the_modul
 def test_the_plans_kv_cache_is_sized_at_the_engines_context():
     from corl_vl.plan import plan_for_config
     from corl_vl.plan.arithmetic import GIB
-    from model_adapters.memory_facts import ModelFacts
+    from model_adapters.model_facts import ModelFacts
 
     # 2 layers, 1 KV head of 4, bf16: 2 · 2 · 1 · 4 · 2 = 32 KV bytes per token; no image
     facts = ModelFacts(

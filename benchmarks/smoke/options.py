@@ -112,7 +112,7 @@ def prepare_work(work: Path) -> dict[str, str]:
     """Files the runs share: the documented reward plugin, response/gold files, tiny checkpoints, one trained
     demo run (for plot, eval --model RUN, resume)."""
     from corl_vl.eval.loaders import load_benchmark
-    from model_adapters.presets import PRESETS
+    from model_adapters.presets import all_presets
     from model_adapters.tiny import ensure_tiny
 
     work.mkdir(parents=True, exist_ok=True)
@@ -135,7 +135,7 @@ def prepare_work(work: Path) -> dict[str, str]:
     paths["ckpt"] = str(ensure_tiny("tiny-qwen2.5-vl"))
     paths["text"] = str(ensure_tiny("tiny-qwen2.5"))
     paths["ckpt2"] = str(ensure_tiny("tiny-internvl3.5"))
-    for preset in PRESETS.values():  # the first tiny preset of each family
+    for preset in all_presets().values():  # the first tiny preset of each family
         if preset.tiny and f"tiny:{preset.adapter}" not in paths:
             paths[f"tiny:{preset.adapter}"] = str(ensure_tiny(preset.name))
     if not (work / "run" / "checkpoints" / "latest").exists():

@@ -225,7 +225,8 @@ def registry_choices() -> dict[str, Callable[[], list[str]]]:
     from corl_vl.train.objectives import ADVANTAGES, KL_ESTIMATORS, KL_PLACEMENTS, LOSS_TYPES
     from corl_vl.train.policy_losses import POLICY_LOSSES
     from corl_vl.train.rollout_correction import MODES
-    from model_adapters.registry import PRESETS, list_adapters
+    from model_adapters.presets import all_presets
+    from model_adapters.registry import list_adapters
 
     return {
         "reward.name": lambda: list(reward_names()),
@@ -240,7 +241,7 @@ def registry_choices() -> dict[str, Callable[[], list[str]]]:
         "grpo.kl_placement": lambda: list(KL_PLACEMENTS),
         "rollout.engine": lambda: ["auto", *ENGINES],
         f"{AGENT}.adapter": lambda: list(list_adapters()),
-        f"{AGENT}.model": lambda: list(PRESETS),
+        f"{AGENT}.model": lambda: list(all_presets()),
     }
 
 

@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _rows() -> list[dict[str, str]]:
-    from model_adapters.presets import PRESETS
+    from model_adapters.presets import all_presets
     from model_adapters.registry import adapter_origin, list_adapters
 
     rows = []
@@ -46,7 +46,7 @@ def _rows() -> list[dict[str, str]]:
                 "model_types": ", ".join(cls.model_types) or "-",
                 "images": "yes" if cls.supports_images else "no",
                 "is_cap": "off" if cls.importance_ratio_cap is None else f"{cls.importance_ratio_cap:g}",
-                "presets": ", ".join(p.name for p in PRESETS.values() if p.adapter == name) or "-",
+                "presets": ", ".join(p.name for p in all_presets().values() if p.adapter == name) or "-",
             }
         )
     return rows

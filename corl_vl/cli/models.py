@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _rows() -> list[dict[str, str]]:
-    from model_adapters.presets import PRESETS
+    from model_adapters.presets import all_presets
 
     return [
         {
@@ -40,7 +40,7 @@ def _rows() -> list[dict[str, str]]:
             or ("random, published config (no download)" if p.random else "tiny (built locally)"),
             "description": p.description,
         }
-        for p in PRESETS.values()
+        for p in all_presets().values()
     ]
 
 

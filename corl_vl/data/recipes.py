@@ -99,11 +99,11 @@ def pair_data_defaults(models: list[str], overrides: list[str]) -> tuple[list[st
     16-token rollouts: their answers are a few tokens, and a 512-token budget only makes each step slow. The
     user's own ``--set`` values always win.
     """
-    from model_adapters.presets import PRESETS
+    from model_adapters.presets import all_presets
     from model_adapters.registry import get_adapter_class, resolve_model
 
     given = {item.partition("=")[0].strip() for item in overrides}
-    presets = [PRESETS.get(m) for m in models]
+    presets = [all_presets().get(m) for m in models]
     chosen: list[str] = []
     if all(p is not None and p.tiny for p in presets):
         if "grpo.max_new_tokens" not in given:

@@ -4,6 +4,8 @@
 :mod:`corl_vl.plan.arithmetic` holds the pure byte arithmetic it is made of.
 """
 
-from .planner import Plan, parse_memory, plan_for_config
+from .cohort_plan import plan_for_config
+from .model import Plan
+from .planner import parse_memory
 
 __all__ = ["Plan", "parse_memory", "plan_for_config"]

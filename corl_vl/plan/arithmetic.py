@@ -1,7 +1,7 @@
 """Bytes per item of one agent's training and rollout, as pure functions of model sizes and settings.
 
 Why pure: a memory plan is arithmetic, and arithmetic is testable against hand-computed numbers. Every function
-takes :class:`~model_adapters.memory_facts.ModelFacts` (or plain numbers) and returns bytes on one device.
+takes :class:`~model_adapters.model_facts.ModelFacts` (or plain numbers) and returns bytes on one device.
 
 Where the per-token activation constants come from (bf16; ``wb`` = bytes per weight element scales them): what
 autograd keeps of one decoder layer of the common HF decoder layout — two RMSNorms (fp32 input and bf16 output:
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from model_adapters.memory_facts import ModelFacts
+    from model_adapters.model_facts import ModelFacts
 
 GIB = 2**30
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}

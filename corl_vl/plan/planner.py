@@ -1,7 +1,8 @@
-"""The memory plan of a cohort config on G GPUs: per agent and GPU, the verdict, and the cheapest fixes.
+"""The memory plan of a cohort config under given settings on G GPUs: per agent and GPU, the verdict.
 
 Why before any model loads: a real-scale run that does not fit fails minutes in (or, with vLLM, refuses to start),
-and the reason is arithmetic. :func:`plan_for_config` reads only the config and each model's sizes
+and the reason is arithmetic. :func:`plan_settings` takes the config, the settings
+(:func:`corl_vl.plan.cohort_plan.plan_for_config` reads them from the config) and each model's sizes
 (:func:`model_adapters.memory_facts.memory_facts`: published configs, no download) and applies
 :mod:`corl_vl.plan.arithmetic` to the processes ``corl-vl train`` launches (:mod:`corl_vl.plan.layout`): one
 process per agent (G < N: agents sharing a GPU take turns) or, with ``distributed.deepspeed``, one per GPU of
@@ -15,15 +16,11 @@ CUDA (``auto``, the default, is bf16). Levers are tried in order of cost, each o
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
 from corl_vl.rollout.sizing import default_max_model_len
-from corl_vl.train.training_defaults import checkpointing_on
 from model_adapters.base import AUTO_DTYPE, resolve_dtype
 
 from . import arithmetic as ar
@@ -46,61 +43,7 @@ ITEM_ORDER = (
     "vllm_asleep",
     "hf_kv_cache",
 )
-__all__ = ["AgentPlan", "Plan", "Settings", "parse_memory", "plan_for_config", "plan_settings"]
-
-
-FactsFor = Callable[[Any], Any]  # AgentConfig → ModelFacts
-
-
-def _facts(agent: Any) -> Any:
-    from model_adapters.memory_facts import memory_facts
-
-    return memory_facts(agent.model, adapter=agent.adapter, adapter_kwargs=agent.adapter_kwargs)
-
-
-def _zero_settings(cfg: Any) -> tuple[int, bool]:
-    """(ZeRO stage, optimizer offload) of the config's DeepSpeed JSON, 0 without DeepSpeed."""
-    path = cfg.distributed.deepspeed
-    if not path:
-        return 0, False
-    try:
-        raw = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as err:
-        raise CorlError(f"distributed.deepspeed: cannot read {path} ({err})") from None
-    zero = raw.get("zero_optimization", {})
-    stage = cfg.distributed.zero_stage or int(zero.get("stage", 0))
-    offload = (zero.get("offload_optimizer") or {}).get("device", "none") == "cpu"
-    return stage, offload
-
-
-def plan_for_config(
-    cfg: Any, gpus: int, gpu_memory: int, *, facts_for: FactsFor | None = None, **levers: Any
-) -> Plan:
-    """The plan of ``cfg`` on ``gpus`` devices of ``gpu_memory`` bytes each (``levers``: Settings overrides)."""
-    if gpus < 1 or gpu_memory <= 0:
-        raise CorlError(f"plan: need at least one GPU with memory (got {gpus} × {gpu_memory} bytes)")
-    stage, offload = _zero_settings(cfg)
-    settings = Settings(
-        gpus=gpus,
-        gpu_memory=gpu_memory,
-        micro_batch=cfg.grpo.micro_batch_size,
-        checkpointing=checkpointing_on(cfg.train.gradient_checkpointing, "cuda"),
-        zero_stage=stage,
-        offload_optimizer=offload or cfg.optimizer.offload == "cpu",
-        gpu_memory_utilization=cfg.rollout.gpu_memory_utilization,
-        disable_dropout=cfg.train.disable_dropout,
-        # the plan counts the projector with the tower (it is about 1 % of the parameters of these models)
-        freeze_vision="vision_tower" in cfg.train.freeze,
-        lora=all(a.lora is not None for a in cfg.agents),
-    )
-    settings = dataclasses.replace(settings, **levers)
-    facts = [(facts_for or _facts)(a) for a in cfg.agents]
-    plan = plan_settings(cfg, settings, facts)
-    if not plan.fits:
-        from .fixes import cheapest_fixes  # the levers re-plan through this module
-
-        plan.fixes = cheapest_fixes(cfg, settings, facts)
-    return plan
+__all__ = ["AgentPlan", "Plan", "Settings", "parse_memory", "plan_settings"]
 
 
 def plan_settings(cfg: Any, s: Settings, facts: list[Any]) -> Plan:

@@ -6,7 +6,8 @@ module. Only point ``reward.module`` at files you wrote or reviewed; model outpu
 
 A function loaded this way is registered under its own name (entry points: under the entry point's name) unless
 the file registered it itself with :func:`~corl_vl.rewards.registry.register_reward`; ``reward.name`` or a
-``reward.combine`` entry then names it.
+``reward.combine`` entry then names it. This module only imports; the registry registers
+(:func:`corl_vl.rewards.registry.load_reward_module`), so the two do not import each other.
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ from typing import Any
 
 from corl_vl.errors import CorlError
 
+Loaded = tuple[str, Any, str]  # (name to register under, the function, where it came from)
+
 ENTRY_POINT_GROUP = "corl_vl.rewards"
 _scanned = False
 
 
-def load_reward_module(spec: str) -> str:
-    """Import ``path/to/file.py:function`` (trusted code) and register ``function``; returns its reward name."""
-    from corl_vl.rewards.registry import REWARDS
-
+def import_reward_file(spec: str) -> Loaded:
+    """Import ``path/to/file.py:function`` (trusted code): its name, the function and the file."""
     path_text, sep, attr = spec.rpartition(":")
     if not sep or not path_text or not attr.isidentifier():
         raise CorlError(f"reward.module: expected path/to/file.py:function, got '{spec}'")
@@ -53,17 +54,17 @@ def load_reward_module(spec: str) -> str:
     function = getattr(module, attr, None)
     if not callable(function):
         raise CorlError(f"reward.module: {path_text} has no function '{attr}'")
-    return _register(attr, function, origin=path_text, known=REWARDS)
+    return attr, function, path_text
 
 
-def load_entry_points() -> None:
-    """Register every reward of the ``corl_vl.rewards`` entry-point group (once per process)."""
+def entry_point_rewards() -> list[Loaded]:
+    """Every reward of the ``corl_vl.rewards`` entry-point group, loaded; empty after the first scan of the
+    process (until :func:`rescan_entry_points`)."""
     global _scanned
     if _scanned:
-        return
+        return []
     _scanned = True  # first: a plugin importing the registry must not recurse
-    from corl_vl.rewards.registry import REWARDS
-
+    loaded: list[Loaded] = []
     for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         dist = ep.dist.name if ep.dist is not None else ep.value
         try:
@@ -74,7 +75,8 @@ def load_entry_points() -> None:
             ) from err
         if not callable(obj):
             raise CorlError(f"reward plugin '{ep.name}' from {dist}: {ep.value} is not a function")
-        _register(ep.name, obj, origin=dist, known=REWARDS)
+        loaded.append((ep.name, obj, dist))
+    return loaded
 
 
 def rescan_entry_points() -> None:
@@ -82,15 +84,3 @@ def rescan_entry_points() -> None:
     global _scanned
     _scanned = False
     importlib.invalidate_caches()
-
-
-def _register(name: str, function: Any, *, origin: str, known: dict[str, Any]) -> str:
-    from corl_vl.rewards.registry import register_reward
-
-    spec = known.get(name)
-    if spec is not None:
-        if spec.function is function:  # the file's own @register_reward, or loaded before
-            return name
-        raise CorlError(f"reward '{name}' from {origin}: a different reward of that name is registered")
-    register_reward(name, help=f"plugin from {origin}")(function)
-    return name

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from corl_vl.errors import CorlError
+from corl_vl.rewards import plugins
 from corl_vl.rewards.co_rewarding import co_rewarding_i_votes, twin_id
 from corl_vl.rewards.ground_truth import gt_rewards
 from corl_vl.rewards.peer import Answers, match_rewards
@@ -102,9 +103,29 @@ def register_reward(
     return add
 
 
-def get_reward(name: str) -> RewardSpec:
-    from corl_vl.rewards.plugins import load_entry_points
+def load_reward_module(spec: str) -> str:
+    """Import ``path/to/file.py:function`` (trusted code) and register ``function``; returns its reward name."""
+    name, function, origin = plugins.import_reward_file(spec)
+    return _register(name, function, origin=origin, known=REWARDS)
 
+
+def load_entry_points() -> None:
+    """Register every reward of the ``corl_vl.rewards`` entry-point group (once per process)."""
+    for name, function, origin in plugins.entry_point_rewards():
+        _register(name, function, origin=origin, known=REWARDS)
+
+
+def _register(name: str, function: Any, *, origin: str, known: dict[str, Any]) -> str:
+    spec = known.get(name)
+    if spec is not None:
+        if spec.function is function:  # the file's own @register_reward, or loaded before
+            return name
+        raise CorlError(f"reward '{name}' from {origin}: a different reward of that name is registered")
+    register_reward(name, help=f"plugin from {origin}")(function)
+    return name
+
+
+def get_reward(name: str) -> RewardSpec:
     load_entry_points()
     if name not in REWARDS:
         raise CorlError(f"reward.name: unknown reward '{name}'; choose from {', '.join(REWARDS)}")
@@ -114,8 +135,6 @@ def get_reward(name: str) -> RewardSpec:
 def reward_names() -> list[str]:
     """Every registered reward, read at call time (plugins registered after import and the ``corl_vl.rewards``
     entry points included)."""
-    from corl_vl.rewards.plugins import load_entry_points
-
     load_entry_points()
     return list(REWARDS)
 

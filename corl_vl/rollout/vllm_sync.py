@@ -39,7 +39,9 @@ def checkpoint_format_weights(model: Any, adapter: Any) -> list[tuple[str, Any]]
 
     from model_adapters.vllm_layout import hooked_weights
 
-    return hooked_weights(adapter, revert_weight_conversion(model, engine_state_dict(model)).items())
+    return hooked_weights(
+        adapter.vllm_weights, revert_weight_conversion(model, engine_state_dict(model)).items()
+    )
 
 
 def save_weights_on_this_rank(model: Any, adapter: Any, folder: Path) -> None:
@@ -57,7 +59,7 @@ def save_weights_on_this_rank(model: Any, adapter: Any, folder: Path) -> None:
     adapter.processor.save_pretrained(folder)
     if not (folder / "config.json").exists():
         raise CorlError(f"{folder}: the vLLM sync folder has no config.json after save_pretrained")
-    apply_to_folder(folder, adapter)
+    apply_to_folder(folder, adapter.vllm_weights)
 
 
 def whole_weights(model: Any, gather: Gather | None) -> contextlib.AbstractContextManager[Any]:

@@ -140,11 +140,11 @@ def labelled_pool(spec: WarmStartSpec) -> list[Problem]:
 
 def _initial_adapter(spec: WarmStartSpec) -> Any:
     """The adapter of the starting model: the tiny preset rebuilt with ``init_seed`` (cached), else ``spec.model``."""
-    from model_adapters.presets import PRESETS
+    from model_adapters.presets import all_presets
     from model_adapters.registry import create_adapter
     from model_adapters.tiny import ensure_tiny
 
-    preset = PRESETS.get(spec.model)
+    preset = all_presets().get(spec.model)
     if spec.init_seed and preset is not None and preset.tiny:
         path = ensure_tiny(spec.model, seed=spec.init_seed)
         return create_adapter(path, adapter=preset.adapter, **{**preset.defaults, **spec.adapter_kwargs})
@@ -272,7 +272,8 @@ def _train_and_save(spec: WarmStartSpec, target: Path, log_every: int) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         model.save_pretrained(tmp)
-        apply_to_folder(tmp, adapter)  # the tensors in the layout vLLM loads (the adapter's hook)
+        # the tensors in the layout vLLM loads (the adapter's hook)
+        apply_to_folder(tmp, adapter.vllm_weights)
         adapter.processor.save_pretrained(tmp)
         for name in ("generation_config.json",):  # keep the base's stop tokens
             base = Path(adapter.model_path) / name

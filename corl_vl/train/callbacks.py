@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -176,16 +175,6 @@ class _StallStop(Callback):
         reason = self.detection.stop_reason()
         if reason is not None:
             raise CorlError(reason)
-
-
-class StepHook(Callback):
-    """Calls ``function(step_index, metrics)`` after every step (a script's progress line, a test's probe)."""
-
-    def __init__(self, function: Callable[[int, StepMetrics], None]) -> None:
-        self.function = function
-
-    def on_step_end(self, run: TrainingRun) -> None:
-        self.function(run.step_index, run.metrics)
 
 
 def standard_callbacks(

@@ -151,7 +151,7 @@ def _save_single(run_dir: Path, cohort: Any) -> Path:
             folder = tmp / agent.name
             save_model_folder(agent.model, folder)
             # the tensors in the layout vLLM loads (the adapter's vllm_weights hook)
-            apply_to_folder(folder, agent.adapter)
+            apply_to_folder(folder, agent.adapter.vllm_weights)
             agent.adapter.processor.save_pretrained(folder)
             # the exact template + pinned date (eval renders the same)
             agent.adapter.save_prompt_record(folder)
@@ -316,7 +316,7 @@ def _save_distributed(run_dir: Path, cohort: Any) -> Path:
         with agent.full_weights():  # ZeRO-3: a gather over the group, so every member enters it
             if dist.is_group_leader:
                 _save_pretrained_here(agent.model, folder)
-                apply_to_folder(folder, agent.adapter)
+                apply_to_folder(folder, agent.adapter.vllm_weights)
                 agent.adapter.processor.save_pretrained(folder)
                 agent.adapter.save_prompt_record(folder)
                 state = agent_state_folder(tmp, agent.name, FORMAT)

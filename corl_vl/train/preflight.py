@@ -32,9 +32,9 @@ _TRUE = {"1", "on", "yes", "true"}
 
 def _hub_id(model: str) -> str | None:
     """The hub id ``model`` would download (a real preset's, or an ``org/name``), or None (tiny, local)."""
-    from model_adapters.presets import PRESETS, get_preset
+    from model_adapters.presets import all_presets, get_preset
 
-    if model in PRESETS:
+    if model in all_presets():
         return get_preset(model).hub_id
     if Path(model).is_dir() or model.count("/") != 1 or model.startswith((".", "/", "~")):
         return None
@@ -81,7 +81,7 @@ def check_adapters(cfg: CohortConfig) -> None:
     """An explicit ``agents[i].adapter`` exists and drives the model's architecture (a preset's family, a
     folder's ``config.json`` model_type); otherwise the load fails later in a traceback or a template error,
     or trains a model through another family's prompts. Adapters that declare no model types are trusted."""
-    from model_adapters.presets import PRESETS, get_preset
+    from model_adapters.presets import all_presets, get_preset
     from model_adapters.registry import get_adapter_class
 
     for i, agent in enumerate(cfg.agents):
@@ -89,7 +89,7 @@ def check_adapters(cfg: CohortConfig) -> None:
             continue
         drives = set(get_adapter_class(agent.adapter).model_types)
         spec = str(agent.model)
-        if spec in PRESETS:
+        if spec in all_presets():
             preset = get_preset(spec)
             types, what = set(get_adapter_class(preset.adapter).model_types), f"preset {spec}"
         elif (Path(spec).expanduser() / "config.json").is_file():

@@ -34,7 +34,6 @@ class SmolVLMAdapter(ModelAdapter):
 
     model_types = ("smolvlm",)
     image_token = "<image>"
-    importance_ratio_cap = 2.0  # the project's default for every family: vLLM vs trainer drift in bf16
     vision_tower_prefixes = ("model.vision_model.",)  # train.freeze's part names
     projector_prefixes = ("model.connector.",)
 

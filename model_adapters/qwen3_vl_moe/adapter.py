@@ -1,6 +1,6 @@
 """Qwen3-VL mixture-of-experts sizes (30B-A3B, 235B-A22B): the dense Qwen3-VL adapter plus one weight-layout fix.
 
-Prompts, images and positions are those of :class:`~model_adapters.qwen3_vl.Qwen3VLAdapter`. What differs is the
+Prompts, images and positions are those of :class:`~model_adapters.qwen3_vl.adapter.Qwen3VLAdapter`. What differs is the
 weight sync: transformers keeps the fused expert tensors as ``[experts, out, in]`` (``gate_up_proj``:
 ``[E, 2·moe_intermediate, hidden]``, ``down_proj``: ``[E, hidden, moe_intermediate]``) and saves them that way,
 while the hub checkpoints, and so vLLM's loader, hold them transposed (``[E, in, out]``).
@@ -9,12 +9,15 @@ while the hub checkpoints, and so vLLM's loader, hold them transposed (``[E, in,
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-from .qwen3_vl import Qwen3VLAdapter
-from .registry import register_adapter
+from model_adapters.qwen3_vl import Qwen3VLAdapter
+from model_adapters.registry import register_adapter
+from model_adapters.tiny import ensure_tiny
 
-_FUSED_EXPERTS = (".mlp.experts.gate_up_proj", ".mlp.experts.down_proj")
+from .tiny import TINY
+from .vllm_layout import to_vllm
 
 
 @register_adapter("qwen3_vl_moe")
@@ -22,10 +25,11 @@ class Qwen3VLMoeAdapter(Qwen3VLAdapter):
     """Qwen3-VL MoE (``Qwen3VLMoeForConditionalGeneration``)."""
 
     model_types = ("qwen3_vl_moe",)
-    importance_ratio_cap = 2.0  # as the dense sizes: docs/training.md "Importance-ratio truncation"
     zero3_sync_whole = True  # transformers' expert converter (a transpose check): no streamed ZeRO-3 sync
 
     def vllm_weights(self, name: str, tensor: Any) -> Iterable[tuple[str, Any]]:
-        if name.endswith(_FUSED_EXPERTS) and tensor.dim() == 3:
-            return ((name, tensor.transpose(-1, -2)),)  # vLLM transposes it back on load
-        return ((name, tensor),)
+        return to_vllm(name, tensor)
+
+    @classmethod
+    def tiny_checkpoint(cls, seed: int = 0) -> Path:
+        return ensure_tiny(TINY, seed=seed)

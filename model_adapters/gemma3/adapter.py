@@ -17,10 +17,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .base import ModelAdapter
-from .registry import register_adapter
+from model_adapters.base import ModelAdapter
+from model_adapters.registry import register_adapter
+from model_adapters.tiny import ensure_tiny
+
+from .tiny import TINY, init_projection
 
 if TYPE_CHECKING:
     import torch
@@ -33,8 +37,8 @@ def zero_size_embedding_guard() -> Iterator[None]:
 
     Patches the class method for the duration (not thread-safe; model construction is single-threaded).
     """
-    from torch import nn
-    from transformers.models.gemma3 import modeling_gemma3
+    from torch import nn  # heavy: only while weights are created
+    from transformers.models.gemma3 import modeling_gemma3  # lazy: transformers
 
     cls = modeling_gemma3.Gemma3PreTrainedModel
     original = cls._init_weights
@@ -63,7 +67,6 @@ class Gemma3Adapter(ModelAdapter):
     model_types = ("gemma3",)
     image_token = "<image_soft_token>"
     template_image_placeholder = "<start_of_image>"  # the template's per-image mark; the processor expands it
-    importance_ratio_cap = 2.0  # the largest drift of the families (see docs/training.md)
     contain_nonfinite_rollout_logprobs = True
 
     def configure(self, *, do_pan_and_scan: bool = False, **family_kwargs: Any) -> None:
@@ -94,3 +97,10 @@ class Gemma3Adapter(ModelAdapter):
 
     def zero3_init_guard(self) -> contextlib.AbstractContextManager[None]:
         return zero_size_embedding_guard()
+
+    def init_random_weights(self, model: Any) -> None:
+        init_projection(model)
+
+    @classmethod
+    def tiny_checkpoint(cls, seed: int = 0) -> Path:
+        return ensure_tiny(TINY, seed=seed)

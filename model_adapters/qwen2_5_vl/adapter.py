@@ -10,13 +10,16 @@ Family quirks handled here:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corl_vl.data.problem import ImageLike
 from corl_vl.errors import CorlError
+from model_adapters.base import ModelAdapter
+from model_adapters.registry import register_adapter
+from model_adapters.tiny import ensure_tiny
 
-from .base import ModelAdapter
-from .registry import register_adapter
+from .tiny import TINY
 
 if TYPE_CHECKING:
     import torch
@@ -29,9 +32,10 @@ class Qwen25VLAdapter(ModelAdapter):
 
     model_types = ("qwen2_5_vl",)
     image_token = "<|image_pad|>"
-    importance_ratio_cap = (
-        2.0  # bf16 vLLM vs trainer drift: see docs/training.md "Importance-ratio truncation"
-    )
+
+    @classmethod
+    def tiny_checkpoint(cls, seed: int = 0) -> Path:
+        return ensure_tiny(TINY, seed=seed)
 
     def _pixel_bounds(self) -> tuple[int, int, int]:
         """(grid factor, min pixels, max pixels): user options first, else the checkpoint's processor config."""
@@ -55,7 +59,7 @@ class Qwen25VLAdapter(ModelAdapter):
         height, width = smart_resize(image.height, image.width, factor=factor, min_pixels=lo, max_pixels=hi)
         if (width, height) == image.size:
             return image
-        from PIL import Image as PILImage
+        from PIL import Image as PILImage  # lazy: Pillow
 
         return image.resize((width, height), PILImage.Resampling.BICUBIC)
 
@@ -65,7 +69,7 @@ class Qwen25VLAdapter(ModelAdapter):
     projector_prefixes = ("model.visual.merger.", "model.visual.deepstack_merger_list.")
 
     def image_token_counts(self, width: int, height: int, config: Any) -> tuple[int, int]:
-        from qwen_vl_utils import smart_resize
+        from qwen_vl_utils import smart_resize  # lazy: torchvision
 
         cap = self.image_options.max_long_side
         scale = 1.0 if cap is None else min(1.0, cap / max(width, height))

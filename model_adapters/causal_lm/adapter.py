@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
+from model_adapters.base import ModelAdapter, format_question
+from model_adapters.registry import register_adapter
+from model_adapters.tiny import ensure_tiny
 
-from .base import ModelAdapter, format_question
-from .registry import register_adapter
+from .tiny import TINY_QWEN2
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -29,13 +32,15 @@ class CausalLMAdapter(ModelAdapter):
     model_types = ("qwen2", "llama", "qwen3", "mistral")
     auto_model_class = "AutoModelForCausalLM"
     supports_images = False
-    importance_ratio_cap = (
-        2.0  # bf16 vLLM vs trainer drift: see docs/training.md "Importance-ratio truncation"
-    )
+
+    @classmethod
+    def tiny_checkpoint(cls, seed: int = 0) -> Path:
+        """The family's first tiny model (Qwen2.5); the Llama-3 and Qwen3 ones are presets too."""
+        return ensure_tiny(TINY_QWEN2, seed=seed)
 
     @cached_property
     def processor(self) -> Any:
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # heavy: only when the tokenizer is used
 
         return AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=self.trust_remote_code)
 

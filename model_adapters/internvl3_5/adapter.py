@@ -12,12 +12,15 @@ Family quirks handled here:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
+from model_adapters.base import ModelAdapter
+from model_adapters.registry import register_adapter
+from model_adapters.tiny import ensure_tiny
 
-from .base import ModelAdapter
-from .registry import register_adapter
+from .tiny import TINY
 
 LEGACY_IMAGE_PLACEHOLDER = "<image>"  # older InternVL HF templates; the processor expands <IMG_CONTEXT>
 
@@ -28,9 +31,10 @@ class InternVL35Adapter(ModelAdapter):
 
     model_types = ("internvl",)
     image_token = "<IMG_CONTEXT>"
-    importance_ratio_cap = (
-        2.0  # bf16 vLLM vs trainer drift: see docs/training.md "Importance-ratio truncation"
-    )
+
+    @classmethod
+    def tiny_checkpoint(cls, seed: int = 0) -> Path:
+        return ensure_tiny(TINY, seed=seed)
 
     def configure(
         self,

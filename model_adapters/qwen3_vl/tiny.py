@@ -1,4 +1,4 @@
-"""The tiny Qwen3-VL of the zoo (:mod:`model_adapters.tiny` lists it; kept apart because that module is full).
+"""The tiny Qwen3-VL of the zoo, built by :mod:`model_adapters.tiny`.
 
 The real architecture at zoo size: a ViT with learned position embeddings interpolated to the image grid,
 16-pixel patches merged 2×2 (so images snap to a 32-pixel grid, not Qwen2.5-VL's 28), DeepStack (features of an
@@ -10,6 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from model_adapters.tiny import (
+    HIDDEN,
+    VISION_HEADS,
+    VISION_HIDDEN,
+    VISION_LAYERS,
+    TinyRecipe,
+    text_common,
+    video_processor,
+)
+from model_adapters.tiny_tokenizer import token_ids
+
 QWEN3_VL_PATCH = 16
 QWEN3_VL_MERGE = 2
 QWEN3_VL_FACTOR = QWEN3_VL_PATCH * QWEN3_VL_MERGE  # images are resized to multiples of 32 pixels
@@ -19,12 +30,9 @@ QWEN3_VL_MAX_PIXELS = 64 * QWEN3_VL_FACTOR**2  # 256×256 → 64 image tokens at
 
 def qwen3_vl_recipe(tok: Any) -> tuple[Any, Any]:
     """(config, processor factory) of the tiny Qwen3-VL, on the family's locally trained tokenizer ``tok``."""
-    from transformers import Qwen3VLConfig
+    from transformers import Qwen3VLConfig  # heavy: only when a checkpoint is built
 
-    from .tiny import HIDDEN, VISION_HEADS, VISION_HIDDEN, VISION_LAYERS, _text_common, _video
-    from .tiny_tokenizer import token_ids
-
-    text = _text_common(tok, "qwen3_vl")
+    text = text_common(tok, "qwen3_vl")
     # head_dim/2 = 16 rotary frequencies shared out (time, height, width) as the real 24/20/20 of 64, interleaved.
     text["rope_parameters"] = {
         "rope_type": "default",
@@ -56,7 +64,7 @@ def qwen3_vl_recipe(tok: Any) -> tuple[Any, Any]:
         setattr(config, key, text[key])  # vLLM and older readers look at the top level too
 
     def processor() -> Any:
-        from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor
+        from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor  # lazy: transformers
 
         image_processor = Qwen2VLImageProcessor(
             patch_size=QWEN3_VL_PATCH,
@@ -70,7 +78,10 @@ def qwen3_vl_recipe(tok: Any) -> tuple[Any, Any]:
             image_processor=image_processor,
             tokenizer=tok,
             chat_template=tok.chat_template,
-            video_processor=_video("Qwen3VLVideoProcessor"),
+            video_processor=video_processor("Qwen3VLVideoProcessor"),
         )
 
     return config, processor
+
+
+TINY = TinyRecipe("tiny-qwen3-vl", "qwen3_vl", qwen3_vl_recipe)
