@@ -12,7 +12,6 @@ import datetime
 from typing import Any
 
 from corl_vl.config_checks import check_config, check_mapping
-from corl_vl.config_loss import check_loss_menu
 from corl_vl.errors import CorlError
 
 # name-valued keys whose choices no implementation table owns (the others are read from their tables)
@@ -54,7 +53,6 @@ def finalize(cfg: Any, source: str) -> Any:
             f"must be in [0, grpo.max_new_tokens={cfg.grpo.max_new_tokens}], got {cfg.grpo.min_new_tokens}",
         )
     check_trainer_controls(cfg, bad)
-    check_loss_menu(cfg, bad)  # policy loss, rollout correction, KL, entropy, overlong
     check_pixel_budget(cfg, bad)
     if cfg.distributed.zero_stage not in (None, 1, 2, 3):
         raise bad("distributed.zero_stage", f"must be 1, 2 or 3, got {cfg.distributed.zero_stage}")
@@ -81,6 +79,7 @@ def check_devices(agents: Any, bad: Any) -> None:
 def check_choices(cfg: Any, bad: Any) -> None:
     """Every name-valued key against the table that implements it (imported here, see the module top)."""
     from corl_vl.answers.voting import TIE_POLICIES
+    from corl_vl.config_loss import check_loss_menu
     from corl_vl.rewards.combine import parse_combine
     from corl_vl.rewards.registry import get_reward, load_reward_module, reward_names
     from corl_vl.rewards.reliability import WEIGHTINGS
@@ -88,6 +87,7 @@ def check_choices(cfg: Any, bad: Any) -> None:
     from corl_vl.rollout import ENGINES
     from corl_vl.train.objectives import ADVANTAGES, GROUP_NORMALISED, LOSS_TYPES
 
+    check_loss_menu(cfg, bad)  # policy loss, rollout correction, KL, entropy, overlong
     if cfg.reward.module:  # trusted code, imported now so that reward.name and reward.combine may name it
         load_reward_module(cfg.reward.module)
     for i, (name, _) in enumerate(parse_combine(cfg.reward.combine)):
