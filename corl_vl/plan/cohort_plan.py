@@ -6,12 +6,11 @@ here."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.io import read_json_file
 from corl_vl.train.training_defaults import checkpointing_on
 from model_adapters.memory_facts import memory_facts
 
@@ -31,10 +30,11 @@ def _zero_settings(cfg: Any) -> tuple[int, bool]:
     path = cfg.distributed.deepspeed
     if not path:
         return 0, False
-    try:
-        raw = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as err:
-        raise CorlError(f"distributed.deepspeed: cannot read {path} ({err})") from None
+    raw = read_json_file(path, "distributed.deepspeed")
+    if not isinstance(raw, dict):
+        raise CorlError(
+            f"distributed.deepspeed: {path} holds JSON {type(raw).__name__}, not an object of DeepSpeed settings"
+        )
     zero = raw.get("zero_optimization", {})
     stage = cfg.distributed.zero_stage or int(zero.get("stage", 0))
     offload = (zero.get("offload_optimizer") or {}).get("device", "none") == "cpu"

@@ -25,6 +25,7 @@ from typing import Any
 
 from corl_vl.config import CohortConfig
 from corl_vl.errors import CorlError
+from corl_vl.io import read_json_file
 
 HUB_PROBE_SECONDS = 5.0  # one request, no retries: an answer in time means "reachable"
 _TRUE = {"1", "on", "yes", "true"}
@@ -170,12 +171,7 @@ def check_deepspeed(cfg: CohortConfig) -> None:
     path = cfg.distributed.deepspeed
     if not path:
         return
-    try:
-        json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise CorlError(f"distributed.deepspeed: {path} does not exist") from None
-    except (OSError, ValueError) as err:
-        raise CorlError(f"distributed.deepspeed: {path} is not readable JSON ({err})") from None
+    read_json_file(path, "distributed.deepspeed")
 
 
 def check_launch(cfg: CohortConfig, dist: Any) -> None:
