@@ -105,16 +105,13 @@ def test_shared_encoding_equals_per_row(family, micro_batch_size):
     for name, grad in ref_grads.items():
         scale = max(1.0, float(grad.abs().max()))
         assert torch.allclose(grads[name], grad, atol=TOL * scale, rtol=1e-4), name
-    # rows of a micro-batch in order, 6 with images (2 problems × K): the per-row path encodes all 6
-    images = [1 if i < 2 * K else 0 for i in range(3 * K)]
-    chunks = [images[s : s + micro_batch_size] for s in range(0, 3 * K, micro_batch_size)]
-    problems = [
-        len({i // K for i, has in enumerate(images[s : s + micro_batch_size], s) if has})
-        for s in range(0, 3 * K, micro_batch_size)
-    ]
-    assert ref_seen == [sum(c) for c in chunks if sum(c)]
-    assert seen == [n for n in problems if n]  # one image per problem per micro-batch
-    assert (ref_count, count) == (sum(ref_seen), sum(seen))
+    # rows in order: K of problem a, K of b, K text-only; the per-row path encodes each row's image
+    units = [adapter.image_feature_units(p) if p.mm_inputs else 0 for p in prompts]  # tower entries per row
+    batches = [range(s, min(s + micro_batch_size, 3 * K)) for s in range(0, 3 * K, micro_batch_size)]
+    groups = [{i // K for i in rows if units[i]} for rows in batches]  # problems with a picture, per batch
+    assert ref_seen == [sum(units[i] for i in rows) for rows in batches if any(units[i] for i in rows)]
+    assert seen == [sum(units[g * K] for g in gs) for gs in groups if gs]  # once per problem per batch
+    assert ref_count == 2 * K and count == sum(len(gs) for gs in groups)  # images (the metric's count)
 
 
 def test_without_the_hook_every_row_encodes(family):
@@ -126,4 +123,5 @@ def test_without_the_hook_every_row_encodes(family):
         _, _, seen, count = _run(adapter, model, prompts, completions, share=True, micro_batch_size=9)
     finally:
         type(adapter).image_feature_units = hook
-    assert seen == [2 * K] and count == 2 * K
+    units = adapter.image_feature_units(prompts[0]) + adapter.image_feature_units(prompts[K])
+    assert seen == [K * units] and count == 2 * K
