@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from .scoring import LogprobScoring  # image_feature_units' default: whether a family opted in
+
 REFERENCE_IMAGE = (1024, 768)  # the plan's image: the adapters' default long-side cap, 4:3
 
 
@@ -109,6 +111,4 @@ class MemoryFacts:
 
 def _opted_in(cls: type) -> bool:
     """Whether the family gives ``image_feature_units`` (the base's answers None: per-row encoding)."""
-    from .scoring import LogprobScoring  # the hook's default
-
     return getattr(cls, "image_feature_units", None) is not LogprobScoring.image_feature_units
