@@ -69,7 +69,14 @@ def _agent_plan(cfg: Any, s: Settings, layout: ProcessLayout, index: int, f: Any
     images = IMAGES_PER_PROMPT if f.image_tokens else 0
     seq = PROMPT_TEXT_TOKENS + cfg.grpo.max_new_tokens + images * f.image_tokens
     work = ar.Workload(
-        s.micro_batch, seq, cfg.grpo.max_new_tokens, images, s.checkpointing, wb, dtype == "bfloat16"
+        s.micro_batch,
+        seq,
+        cfg.grpo.max_new_tokens,
+        images,
+        s.checkpointing,
+        wb,
+        dtype == "bfloat16",
+        group=cfg.grpo.k,
     )
     gpus = layout.gpus_of(index)
     sharding = ar.Sharding(len(gpus), s.zero_stage if layout.deepspeed else 0, s.offload_optimizer)

@@ -232,6 +232,8 @@ class Cohort:
         if self.reward.paired_views:
             ids = mine = with_twins(ids)
         times: dict[str, float] = {}
+        for agent in self.agents:  # perf/vision_images_encoded counts this step's scoring and update only
+            agent.adapter.pop_vision_images_encoded()
         steps, deferred_sync = self._draw(ids, mine, times)
         trained, extra = steps, {}
         if cfg.grpo.dynamic_sampling:  # groups whose rewards vary, from more draws when needed
@@ -251,6 +253,7 @@ class Cohort:
             if self.supervision is not None:
                 m.update(self.supervision.metrics.get(agent.name, {}))
             m.update(extra.get(agent.name, {}))
+            m["perf/vision_images_encoded"] = float(agent.adapter.pop_vision_images_encoded())  # 0: text
             metrics[agent.name] = m
         times["time/update"], times["time/sync"] = t_update, t_sync + deferred_sync
         for m in metrics.values():
