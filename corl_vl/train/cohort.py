@@ -190,7 +190,7 @@ class Cohort:
 
         ``problems``: the training problems when the caller already loaded them (``corl-vl train`` checks the
         data before any model loads), else they are loaded from ``cfg.data``."""
-        base = list(problems) if problems is not None else load_base_problems(cfg)
+        base = list(problems) if problems is not None else load_base_problems(cfg.data)
         if cfg.data.max_prompt_tokens is not None and dist is not None:  # each rank sees one agent's prompts
             raise CorlError("data.max_prompt_tokens runs in one process; drop torchrun or the bound")
         agents, offloads = [], {}
@@ -205,9 +205,11 @@ class Cohort:
         refuse_two_vllm_engines(cfg, adapters, homes)
         for index in indices:
             agent_cfg, adapter = cfg.agents[index], adapters[index]
-            view = agent_view(base, cfg, agent_cfg.data_view, text_only=not adapter.supports_images)
+            view = agent_view(base, cfg.data, agent_cfg.data_view, text_only=not adapter.supports_images)
             if get_reward(cfg.reward.name).paired_views:  # the original view, plus the rephrase as twins
-                view = paired_views(base, cfg, agent_cfg, text_only=not adapter.supports_images)
+                view = paired_views(
+                    base, cfg.data, agent_cfg, not adapter.supports_images, reward_name=cfg.reward.name
+                )
             on = homes[index]
             # on a shared GPU a process builds in its turn: vLLM refuses to start beside an awake engine
             with process_turn(dist, "build"):

@@ -21,10 +21,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corl_vl.config import CohortConfig
 from corl_vl.errors import CorlError
+
+if TYPE_CHECKING:
+    from corl_vl.data.sources import SyntheticScope
 
 HUB_PROBE_SECONDS = 5.0  # one request, no retries: an answer in time means "reachable"
 _TRUE = {"1", "on", "yes", "true"}
@@ -139,13 +142,14 @@ def check_models_available(cfg: CohortConfig) -> None:
         _go_offline()
 
 
-def check_data(cfg: CohortConfig) -> list[Any]:
-    """Load the training problems once and check what the step needs of them; returns them."""
+def check_data(cfg: CohortConfig, scope: SyntheticScope | None = None) -> list[Any]:
+    """Load the training problems once (synthetic ones of ``scope``: an experiment's skills and view) and check
+    what the step needs of them; returns them."""
     from corl_vl.rewards.combine import step_reward
     from corl_vl.train.cohort_data import load_base_problems
 
     d = cfg.data
-    problems = load_base_problems(cfg)
+    problems = load_base_problems(d, scope)
     if not problems:
         raise CorlError(f"data.train: {d.train} has no problems")
     if d.problems_per_step > len(problems):
