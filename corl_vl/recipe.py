@@ -45,12 +45,15 @@ def build_cohort(
 
     from corl_vl.train.cohort import Cohort
     from corl_vl.train.device_placement import placement_for
+    from corl_vl.train.preflight import check_launch
 
     torch.manual_seed(cfg.train.seed)
+    if dist is not None:  # what a launch supports (train() checked it already; a script may not have)
+        check_launch(cfg, dist)
     if device is None and dist is not None:
         device = dist.device  # the GPU pinned for this process (distributed.setup), or the CPU
     if device is None and placement is None:
-        placement = placement_for(cfg, visible_devices)
+        placement = placement_for(cfg.agents, visible_devices)
     return Cohort.from_config(
         cfg, device=device or "cpu", dist=dist, problems=problems, placement=None if device else placement
     )
@@ -144,10 +147,11 @@ def _check_before_models(cfg: CohortConfig, resume: bool) -> None:
     from corl_vl.train.preflight import check_deepspeed, check_models_available, check_reporting
 
     anchor_run_paths(cfg, resume)  # relative files: the run's recorded ones (a resume) or this directory's
-    check_deepspeed(cfg)
-    check_reporting(cfg)
+    check_deepspeed(cfg.distributed)
+    check_reporting(cfg.train.report_to)
     check_models_available(cfg)  # before torch is imported, and before anything reads a hub model's files
-    check_trainable(cfg)  # train.freeze and LoRA from the architecture's names (meta device, no weights)
+    # train.freeze and LoRA from the architecture's names (meta device, no weights)
+    check_trainable(cfg.agents, cfg.train.freeze)
     pin_template_dates(cfg)
 
 
@@ -171,13 +175,8 @@ def _process_layout(
         if dist.is_main:
             for line in dist.placement.lines():
                 log.info(line)
-        check_launch(cfg, dist)
-    elif cfg.distributed.deepspeed:
-        raise CorlError(
-            "distributed.deepspeed is set but this is a single process; launch with torchrun / accelerate launch "
-            "(one process group per agent), or drop the setting"
-        )
-    devices = placement_for(cfg, visible_devices) if dist is None and device is None else None
+    check_launch(cfg, dist)  # what this layout supports (train/launch_support.py's table)
+    devices = placement_for(cfg.agents, visible_devices) if dist is None and device is None else None
     if devices is not None:  # every agent on the CPU (no GPU) is not news: a debug line
         gpu = devices.shared or any(d != "cpu" for names in devices.devices for d in names)
         for line in devices.lines():

@@ -58,9 +58,9 @@ def _facts(agent: Any) -> Any:
     return memory_facts(agent.model, adapter=agent.adapter, adapter_kwargs=agent.adapter_kwargs)
 
 
-def _zero_settings(cfg: Any) -> tuple[int, bool]:
-    """(ZeRO stage, optimizer offload) of the config's DeepSpeed JSON, 0 without DeepSpeed."""
-    path = cfg.distributed.deepspeed
+def _zero_settings(settings: Any) -> tuple[int, bool]:
+    """(ZeRO stage, optimizer offload) of the ``distributed`` section's DeepSpeed JSON, 0 without DeepSpeed."""
+    path = settings.deepspeed
     if not path:
         return 0, False
     try:
@@ -68,7 +68,7 @@ def _zero_settings(cfg: Any) -> tuple[int, bool]:
     except (OSError, ValueError) as err:
         raise CorlError(f"distributed.deepspeed: cannot read {path} ({err})") from None
     zero = raw.get("zero_optimization", {})
-    stage = cfg.distributed.zero_stage or int(zero.get("stage", 0))
+    stage = settings.zero_stage or int(zero.get("stage", 0))
     offload = (zero.get("offload_optimizer") or {}).get("device", "none") == "cpu"
     return stage, offload
 
@@ -79,7 +79,7 @@ def plan_for_config(
     """The plan of ``cfg`` on ``gpus`` devices of ``gpu_memory`` bytes each (``levers``: Settings overrides)."""
     if gpus < 1 or gpu_memory <= 0:
         raise CorlError(f"plan: need at least one GPU with memory (got {gpus} × {gpu_memory} bytes)")
-    stage, offload = _zero_settings(cfg)
+    stage, offload = _zero_settings(cfg.distributed)
     settings = Settings(
         gpus=gpus,
         gpu_memory=gpu_memory,
@@ -160,7 +160,9 @@ def _agent_plan(cfg: Any, s: Settings, layout: ProcessLayout, index: int, f: Any
     )
     weights = f.parameters * wb
     if cfg.rollout.engine in ("vllm", "auto"):
-        kv_one = ar.kv_cache(f, vllm_len(cfg, seq), wb)  # one full sequence at the engine's context
+        kv_one = ar.kv_cache(
+            f, vllm_len(cfg.rollout, cfg.grpo.max_new_tokens, seq), wb
+        )  # one full sequence at the engine's context
         share = int(s.gpu_memory_utilization * s.gpu_memory)
         plan.vllm_needed = weights + kv_one + ar.VLLM_OVERHEAD
         plan.concurrent = ar.vllm_concurrency(weights, kv_one, share, plan.sequences)
@@ -220,13 +222,13 @@ def _notes(cfg: Any, s: Settings, layout: ProcessLayout, agents: list[AgentPlan]
     return notes
 
 
-def vllm_len(cfg: Any, seq: int) -> int:
+def vllm_len(rollout: Any, max_new_tokens: int, seq: int) -> int:
     """The context the engine is built with: ``rollout.max_model_len``, else what the trainer computes from the
     longest prompt (:func:`~corl_vl.rollout.sizing.default_max_model_len`), here with the plan's estimated
     prompt (text + one image's tokens)."""
-    if cfg.rollout.max_model_len is not None:
-        return int(cfg.rollout.max_model_len)
-    return default_max_model_len(seq - cfg.grpo.max_new_tokens, cfg.grpo.max_new_tokens)
+    if rollout.max_model_len is not None:
+        return int(rollout.max_model_len)
+    return default_max_model_len(seq - max_new_tokens, max_new_tokens)
 
 
 def torch_backend(s: Settings) -> bool:

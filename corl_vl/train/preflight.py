@@ -20,10 +20,11 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corl_vl.config import CohortConfig
+from corl_vl.config import CohortConfig, DistributedConfig
 from corl_vl.errors import CorlError
 
 if TYPE_CHECKING:
@@ -157,7 +158,7 @@ def check_data(cfg: CohortConfig, scope: SyntheticScope | None = None) -> list[A
             f"data.problems_per_step={d.problems_per_step} but {d.train} has only {len(problems)} problems; "
             f"lower data.problems_per_step or raise data.limit"
         )
-    if step_reward(cfg).needs_gold:  # the main reward or a reward.combine part
+    if step_reward(cfg.reward).needs_gold:  # the main reward or a reward.combine part
         no_gold = [p.id for p in problems if p.answer in (None, "")]
         if no_gold:
             raise CorlError(
@@ -170,8 +171,9 @@ def check_data(cfg: CohortConfig, scope: SyntheticScope | None = None) -> list[A
     return problems
 
 
-def check_deepspeed(cfg: CohortConfig) -> None:
-    path = cfg.distributed.deepspeed
+def check_deepspeed(settings: DistributedConfig) -> None:
+    """``distributed.deepspeed`` (of ``settings``, the section) names a readable JSON file."""
+    path = settings.deepspeed
     if not path:
         return
     try:
@@ -183,36 +185,33 @@ def check_deepspeed(cfg: CohortConfig) -> None:
 
 
 def check_launch(cfg: CohortConfig, dist: Any) -> None:
-    """What a multi-process launch refuses, decided from the config and this launch's placement (``dist``)
-    before any model loads or the run folder is written: the same lines the backends would give later."""
+    """What this process layout refuses (``dist``: a launch's placement, None for one process), decided from the
+    config before any model loads or the run folder is written: the DeepSpeed file's trainer-owned keys, stage
+    and offload, then the table of what each layout supports (:mod:`corl_vl.train.launch_support`)."""
     from corl_vl.train.deepspeed_setup import deepspeed_config
+    from corl_vl.train.launch_support import check_support, launch_of
 
-    if cfg.data.max_prompt_tokens is not None:  # each rank sees one agent's prompts
-        raise CorlError("data.max_prompt_tokens runs in one process; drop torchrun or the bound")
-    path = cfg.distributed.deepspeed
-    if not path and dist.group_size > 1:
-        raise CorlError(
-            f"distributed.deepspeed: an agent on {dist.group_size} ranks needs a DeepSpeed config "
-            "(e.g. --set distributed.deepspeed=configs/deepspeed/zero2.json)"
-        )
-    if path:  # the trainer-owned keys, the stage, the offload (the dtype only fills "auto")
-        deepspeed_config(
+    path, stage = cfg.distributed.deepspeed, None
+    if path and dist is not None:  # the dtype only fills "auto"
+        ds = deepspeed_config(
             path,
             zero_stage=cfg.distributed.zero_stage,
             grad_clip=cfg.train.grad_clip,
             group_size=dist.group_size,
             offload=cfg.optimizer.offload,
         )
+        stage = ds["zero_optimization"]["stage"]
+    check_support(cfg, launch_of(cfg, dist, stage))
 
 
 WANDB_LOCAL_MODES = {"offline", "disabled", "dryrun"}
 
 
-def check_reporting(cfg: CohortConfig) -> None:
-    """``wandb`` in ``train.report_to`` can start without asking: installed, and an API key (``WANDB_API_KEY``
+def check_reporting(report_to: Sequence[str]) -> None:
+    """``wandb`` in ``report_to`` (``train.report_to``) can start without asking: installed, and an API key (``WANDB_API_KEY``
     or a ``wandb login`` entry in the netrc file) or a local mode (``WANDB_MODE=offline``). Otherwise
     ``wandb.init`` fails with a traceback after the models have loaded."""
-    if "wandb" not in cfg.train.report_to:
+    if "wandb" not in report_to:
         return
     import importlib.util
 
@@ -235,7 +234,7 @@ def check_reporting(cfg: CohortConfig) -> None:
 
 def preflight(cfg: CohortConfig) -> None:
     """The config-only checks in the order ``corl-vl train`` runs them (the run folder is checked after)."""
-    check_deepspeed(cfg)
-    check_reporting(cfg)
+    check_deepspeed(cfg.distributed)
+    check_reporting(cfg.train.report_to)
     check_models_available(cfg)
     check_data(cfg)
