@@ -21,7 +21,7 @@ from corl_vl.config import CohortConfig, ExperimentConfig, HeldoutConfig
 from corl_vl.data.problem import Problem
 from corl_vl.data.sources import SyntheticScope
 from corl_vl.data.synth import to_text_problem
-from corl_vl.eval.greedy import HeldoutResult, evaluate, heldout_problems
+from corl_vl.eval.greedy import HeldoutResult, heldout_accuracy, heldout_problems
 from corl_vl.io import write_text_atomic
 from corl_vl.train.loop import Callback, TrainingRun
 
@@ -88,7 +88,9 @@ def evaluate_agents(
     for agent in cohort.agents:
         view = problems if agent.adapter.supports_images else [to_text_problem(p) for p in problems]
         with agent.backend.inference_weights():
-            results[agent.name] = evaluate(agent.adapter, agent.model, view, max_new_tokens=max_new_tokens)
+            results[agent.name] = heldout_accuracy(
+                agent.adapter, agent.model, view, max_new_tokens=max_new_tokens
+            )
     return results
 
 

@@ -58,7 +58,7 @@ def greedy_validation(problems: Sequence[Problem], max_new_tokens: int) -> Evalu
     and ``eval/peer_agreement`` (share of problems where its answer equals its peers' majority answer)."""
     labelled = [p for p in problems if p.answer is not None]
 
-    def evaluate(cohort: Any) -> dict[str, dict[str, Any]]:
+    def validate_cohort(cohort: Any) -> dict[str, dict[str, Any]]:
         answers: dict[str, dict[str, str | None]] = {}
         for agent in cohort.agents:  # a text-only model is asked the pictures described in words
             view = problems if agent.adapter.supports_images else [to_text_problem(p) for p in problems]
@@ -86,7 +86,7 @@ def greedy_validation(problems: Sequence[Problem], max_new_tokens: int) -> Evalu
             results[name] = result
         return results
 
-    return evaluate
+    return validate_cohort
 
 
 class PeriodicEval(Callback):
