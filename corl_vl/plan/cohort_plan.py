@@ -25,9 +25,9 @@ def _facts(agent: Any) -> Any:
     return memory_facts(agent.model, adapter=agent.adapter, adapter_kwargs=agent.adapter_kwargs)
 
 
-def _zero_settings(cfg: Any) -> tuple[int, bool]:
-    """(ZeRO stage, optimizer offload) of the config's DeepSpeed JSON, 0 without DeepSpeed."""
-    path = cfg.distributed.deepspeed
+def _zero_settings(settings: Any) -> tuple[int, bool]:
+    """(ZeRO stage, optimizer offload) of the ``distributed`` section's DeepSpeed JSON, 0 without DeepSpeed."""
+    path = settings.deepspeed
     if not path:
         return 0, False
     raw = read_json_file(path, "distributed.deepspeed")
@@ -36,7 +36,7 @@ def _zero_settings(cfg: Any) -> tuple[int, bool]:
             f"distributed.deepspeed: {path} holds JSON {type(raw).__name__}, not an object of DeepSpeed settings"
         )
     zero = raw.get("zero_optimization", {})
-    stage = cfg.distributed.zero_stage or int(zero.get("stage", 0))
+    stage = settings.zero_stage or int(zero.get("stage", 0))
     offload = (zero.get("offload_optimizer") or {}).get("device", "none") == "cpu"
     return stage, offload
 
@@ -47,7 +47,7 @@ def plan_for_config(
     """The plan of ``cfg`` on ``gpus`` devices of ``gpu_memory`` bytes each (``levers``: Settings overrides)."""
     if gpus < 1 or gpu_memory <= 0:
         raise CorlError(f"plan: need at least one GPU with memory (got {gpus} × {gpu_memory} bytes)")
-    stage, offload = _zero_settings(cfg)
+    stage, offload = _zero_settings(cfg.distributed)
     settings = Settings(
         gpus=gpus,
         gpu_memory=gpu_memory,
