@@ -76,6 +76,20 @@ def check_devices(agents: Any, bad: Any) -> None:
     check_device_names(agents, bad)
 
 
+def check_topology(cfg: Any, bad: Any) -> None:
+    """The supervision graph a peer reward needs (every agent supervised, names known), built as the cohort builds
+    it, so a graph that leaves an agent alone is refused here, not after the models load."""
+    from corl_vl.rewards.topology import from_config
+
+    names = cfg.agent_names()
+    graph = cfg.reward.topology == "graph"
+    spec: Any = {"graph": cfg.reward.edges} if graph else cfg.reward.topology
+    try:
+        from_config(spec, len(names), agent_names=names)
+    except CorlError as err:
+        raise bad("reward.edges" if graph else "reward.topology", str(err)) from None
+
+
 def check_choices(cfg: Any, bad: Any) -> None:
     """Every name-valued key against the table that implements it (imported here, see the module top)."""
     from corl_vl.answers.voting import TIE_POLICIES
@@ -137,6 +151,8 @@ def check_choices(cfg: Any, bad: Any) -> None:
         raise bad(
             "reward.topology", f"mutual needs exactly 2 agents, got {len(cfg.agents)} (use ring or all_peers)"
         )
+    if spec.uses_peers:
+        check_topology(cfg, bad)
     if spec.paired_views and cfg.grpo.dynamic_sampling:  # a draw's twin groups would be kept one by one
         raise bad("grpo.dynamic_sampling", f"reward.name={cfg.reward.name} pairs views; set it to 0")
     if spec.paired_views:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from corl_vl.errors import CorlError
@@ -63,3 +65,18 @@ def test_from_config_forms() -> None:
 def test_validation(spec, n: int, message: str) -> None:
     with pytest.raises(CorlError, match=message):
         from_config(spec, n)
+
+
+def test_a_graph_that_leaves_an_agent_unsupervised_is_refused_before_models_load(tmp_path):
+    """Options sweep row reward.topology=graph: the cohort's own topology check, run at config time."""
+    from corl_vl.config import load_config
+
+    demo = Path(__file__).parents[1] / "configs/demo.yaml"
+    with pytest.raises(CorlError, match=r"reward\.edges: topology 'graph': agent 0 has no supervisor"):
+        load_config(demo, overrides=["reward.topology=graph"])
+    with pytest.raises(CorlError, match=r"reward\.edges: .*no supervisor"):
+        load_config(demo, overrides=["reward.topology=graph", "reward.edges={qwen: [internvl]}"])
+    cfg = load_config(
+        demo, overrides=["reward.topology=graph", "reward.edges={qwen: [internvl], internvl: [qwen]}"]
+    )
+    assert cfg.reward.edges == {"qwen": ["internvl"], "internvl": ["qwen"]}
