@@ -37,6 +37,7 @@ from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.rollout import Rollout, RolloutEngine
 from corl_vl.rollout.base import engine_errors
+from corl_vl.train import minibatches
 from corl_vl.train.agent_rollout import build_engine, run_rollout
 from corl_vl.train.backends import TorchBackend, TrainingBackend
 from corl_vl.train.batch import Batch, fit_width, length_mask
@@ -152,15 +153,19 @@ class Agent:
     ) -> Any:
         """No-grad logprobs and entropies of completions under the trainer (or ``model``): CompletionLogprobs."""
         weights = self.backend.inference_weights() if model is None else contextlib.nullcontext()
+        size = self.cfg.grpo.micro_batch_size
+        # scored in length order (less padding, corl_vl.train.minibatches), handed back in the caller's order
+        order, back = minibatches.length_order(prompts, completions, size)
         with torch.no_grad(), weights:
-            return self.adapter.completion_logprobs(
+            scored = self.adapter.completion_logprobs(
                 model or self.model,
-                prompts,
-                completions,
+                [prompts[i] for i in order],
+                [completions[i] for i in order],
                 temperature=self.cfg.grpo.temperature or 1.0,
-                micro_batch_size=self.cfg.grpo.micro_batch_size,
+                micro_batch_size=size,
                 with_entropy=True,
             )
+        return old_rows(scored, back)
 
     def update(self, batch: Batch, old: Any = None, *, group_size: int | None = None) -> dict[str, float]:
         """``grpo.updates_per_batch`` optimizer steps on ``batch``, one per mini-batch of whole groups of
@@ -208,7 +213,9 @@ class Agent:
             reference_logprobs = self.score(batch.prompts, batch.completions, model=self.ref_model).logprobs
         rollout_logprobs = batch.rollout_logprobs.to(device)
         micro_batch_size = grpo.micro_batch_size
-        micro_batches = -(-len(rows) // micro_batch_size)
+        lengths = minibatches.row_lengths(batch.prompts, batch.completions)
+        micro = minibatches.length_micro_batches(lengths, rows, micro_batch_size)  # exact for every loss
+        micro_batches = len(micro)
         normalizer = Normalizer.of(mask)
         if batch.trained is not None:  # rows left out of the loss are left out of its totals too (as TRL)
             kept = batch.trained.to(device, torch.float32)
@@ -229,8 +236,7 @@ class Agent:
         self.model.train()
         self.backend.zero_grad()
         loss_total, parts = 0.0, []
-        for start in range(0, len(rows), micro_batch_size):
-            index = rows[start : start + micro_batch_size]
+        for index in micro:
             current = self.adapter.completion_logprobs(
                 self.backend.train_module,
                 [batch.prompts[i] for i in index],
@@ -286,6 +292,10 @@ class Agent:
         metrics.update({"loss": loss_total, "grad_norm": grad_norm, "trained_rows": float(len(rows))})
         metrics["update/skipped"] = float(plan.group_rows == 0)
         metrics["update/nonfinite"] = float(nonfinite)
+        # perf/padding_share: padded ÷ computed tokens of the gradient pass (right-padded micro-batches)
+        padded, computed = minibatches.padding_tokens(lengths, micro)
+        metrics.update({"perf/padded_tokens": float(padded), "perf/update_tokens": float(computed)})
+        metrics["perf/padding_share"] = padded / computed if computed else 0.0
         total = sum(w for w, _ in parts)
         for key in ("clip/frac", "clip/low_frac", "clip/high_frac", "kl", "ratio/mean"):
             values = [(w, m[key]) for w, m in parts if key in m]
