@@ -125,8 +125,16 @@ def test_scores_come_back_in_the_callers_order(text_agent, monkeypatch):
 def test_length_order_and_padding_arithmetic():
     lengths = [5, 9, 5, 2, 9, 1]
     micro = minibatches.length_micro_batches(lengths, [0, 1, 2, 3, 4, 5], 2)
-    assert micro == [[1, 4], [0, 2], [3, 5]]  # longest first; ties keep the row order
-    assert minibatches.padding_tokens(lengths, micro) == (1, 32)
+    assert micro == [[1, 4], [0, 2], [3], [5]]  # longest first; ties keep the row order
+    assert minibatches.padding_tokens(lengths, micro) == (0, 31)  # 2 with 1 would be 50 % padding
+    # short rows share a forward up to the token budget of `size` longest rows (2 × 10 here)
+    assert minibatches.length_micro_batches([10, 2, 2, 2, 2, 2], list(range(6)), 2) == [[0], [1, 2, 3, 4, 5]]
+    # never more padding than the target in any micro-batch, over a long-tailed draw
+    draw = [int(30 * 1.5 ** (i % 9)) + i for i in range(64)]
+    for mb in minibatches.length_micro_batches(draw, list(range(64)), 8):
+        padded, computed = minibatches.padding_tokens(draw, [mb])
+        assert padded <= minibatches.PADDING_TARGET * computed
+        assert computed <= 8 * max(draw)
     assert minibatches.padding_tokens(lengths, _in_order(lengths, list(range(6)), 2)) == (15, 46)
     order, back = minibatches.length_order([[0] * n for n in lengths], [[]] * 6, 2)
     assert order == [1, 4, 0, 2, 3, 5] and [order[i] for i in back] == list(range(6))

@@ -63,9 +63,18 @@ def batch_rows(batch: Any, index: list[int]) -> Any:
     )
 
 
+PADDING_TARGET = 0.1  # a micro-batch closes before its padded tokens pass this share of its computed ones
+
+
 def length_micro_batches(lengths: list[int], rows: list[int], size: int) -> list[list[int]]:
-    """Rows ``rows`` cut into micro-batches of ``size`` by length (longest first), so each micro-batch is padded
-    to a length close to its rows' own.
+    """Rows ``rows`` cut into right-padded micro-batches by length (longest first), so little of what a forward
+    computes is padding.
+
+    A micro-batch takes the next-longest rows while (a) it stays within the token budget of ``size`` rows of the
+    longest row (so no forward is larger than the largest one of ``size`` rows, which bounds memory as before)
+    and (b) its padding stays within ``PADDING_TARGET`` of its tokens. Long-tailed lengths then give a few more,
+    smaller forwards instead of padding short rows to the longest (TRL pads each micro-batch to its longest row;
+    verl removes padding altogether).
 
     Why this is exact: every loss is a sum over rows of terms that read only the row itself and whole-batch
     totals (the :class:`~corl_vl.train.grpo.Normalizer`; GSPO/GMPO's sequence ratio is the row's own), so any
@@ -73,7 +82,21 @@ def length_micro_batches(lengths: list[int], rows: list[int], size: int) -> list
     problem's rows stay together where their lengths allow. Longest first: the step's peak memory comes first.
     """
     ordered = sorted(rows, key=lambda i: -lengths[i])  # stable: ties keep their order
-    return [ordered[start : start + size] for start in range(0, len(ordered), max(1, size))]
+    budget = max(1, size) * max((lengths[i] for i in ordered), default=0)
+    micro: list[list[int]] = []
+    real = 0
+    for i in ordered:
+        if micro:
+            current = micro[-1]
+            width = lengths[current[0]]  # its longest row: the forward's width
+            computed = (len(current) + 1) * width
+            if computed <= budget and computed - (real + lengths[i]) <= PADDING_TARGET * computed:
+                current.append(i)
+                real += lengths[i]
+                continue
+        micro.append([i])
+        real = lengths[i]
+    return micro
 
 
 def row_lengths(prompts: list[Any], completions: list[list[int]]) -> list[int]:
