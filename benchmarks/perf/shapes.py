@@ -105,6 +105,8 @@ def force_lengths(model: Any, stop_ids: list[int], banned: list[int], max_new_to
     inner, calls = model.generate, [0]
 
     def generate(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("max_new_tokens") == 1:  # corl-vl's shared prompt prefill (HFEngine): no completion
+            return inner(*args, **kwargs)
         rows, width = kwargs["input_ids"].shape
         lengths = [min(draw_length(calls[0], r), max_new_tokens) for r in range(rows)]
         calls[0] += 1

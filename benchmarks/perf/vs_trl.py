@@ -86,7 +86,7 @@ def corl_arm(family: str, n: int, parallel: bool, args: argparse.Namespace) -> A
     agent = {"model": FAMILIES[family], **({"adapter_kwargs": options} if options else {})}
     raw = {
         "agents": [{"name": f"a{i}", **agent} for i in range(n)],
-        "topology": {"kind": "mutual" if n == 2 else "ring"},
+        "reward": {"name": "co_rl" if n > 1 else "ttrl", "topology": "mutual" if n == 2 else "ring"},
         "data": {"train": "synthetic", "limit": args.pool, "problems_per_step": args.problems},
         "grpo": {
             "k": args.k,
@@ -97,7 +97,6 @@ def corl_arm(family: str, n: int, parallel: bool, args: argparse.Namespace) -> A
         },
         "rollout": {"engine": "hf", "batch_size": batch},
         "train": {
-            "reward": "co_rl" if n > 1 else "ttrl",
             "lr": 1e-6,
             "max_steps": 1000,
             "warmup_ratio": 0,
