@@ -169,6 +169,11 @@ class PaddingCounter:
 
     def take(self) -> float | None:
         """The padding share since the last call (None: no gradient forward)."""
-        share = self.padded / self.computed if self.computed else None
+        padded, computed = self.take_counts()
+        return padded / computed if computed else None
+
+    def take_counts(self) -> tuple[int, int]:
+        """``(padded, computed)`` tokens since the last call."""
+        counts = (self.padded, self.computed)
         self.padded = self.computed = 0
-        return share
+        return counts

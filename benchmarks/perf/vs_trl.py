@@ -15,8 +15,13 @@ Each arm is a process of its own (its peak RSS is its own); the arms are interle
 rotates every round) so load changes on a shared machine hit every arm alike; medians over the measured
 rounds and per-round paired ratios against TRL are reported.
 
+``--shape paper`` (``shapes.py``): 1,024-pixel pictures, K = 8, long-tailed completion lengths in 32–1,024
+forced identically in both arms, micro-batches of ``--micro-batch`` rows; each arm also reports the pictures its
+vision towers encode per step and the padding share of its gradient forwards (forward hooks, the same in both
+arms). Without TRL installed the corl-vl arms still run and every ratio against TRL reads n/a.
+
     pip install -e ".[perf]"   # TRL, not part of the default set-up
-    python benchmarks/perf/vs_trl.py [--families text,vl] [--agents 1,2,3] [--parallel both] [--steps 7]
+    python benchmarks/perf/vs_trl.py [--shape tiny|paper] [--families text,vl] [--agents 1,2,3] [--steps 7]
 """
 
 from __future__ import annotations
@@ -113,13 +118,17 @@ def corl_arm(family: str, n: int, parallel: bool, args: argparse.Namespace) -> A
         if paper:
             banned = list(agent.adapter.placeholder_token_ids)
             force_lengths(agent.model, list(agent.adapter.stop_token_ids), banned, args.tokens)
-    vision, padding = VisionCounter(cohort.agents[0].model), PaddingCounter(cohort.agents[0].model)
+    # every agent's tower and gradient forwards (an agent whose advantages are all 0 runs none)
+    visions = [VisionCounter(agent.model) for agent in cohort.agents]
+    paddings = [PaddingCounter(agent.model) for agent in cohort.agents]
 
     def step() -> dict[str, Any]:
         t0 = time.perf_counter()
         metrics = cohort.step()
         total = time.perf_counter() - t0
         m = metrics["a0"]
+        counts = [vision.take() for vision in visions]
+        padded, computed = (sum(c) for c in zip(*(padding.take_counts() for padding in paddings)))
         lengths = [(ms["length/min"], ms["length/max"]) for ms in metrics.values()]
         return {
             "total": total,
@@ -130,9 +139,9 @@ def corl_arm(family: str, n: int, parallel: bool, args: argparse.Namespace) -> A
             "length_max": max(hi for _, hi in lengths),
             "trained_rows": sum(ms["trained_rows"] for ms in metrics.values()),
             "peak_rss_mb": peak_rss_mb(),
-            "vision": vision.take(),  # agent a0's tower
-            "padding_share": padding.take(),  # agent a0's gradient forwards
-            "padding_share_metric": m.get("perf/padding_share"),  # the update's own count (a0)
+            "vision": {key: sum(c[key] for c in counts) for key in counts[0]},  # summed over the agents
+            "padding_share": padded / computed if computed else None,  # all agents' gradient forwards
+            "padding_share_metric": [ms.get("perf/padding_share") for ms in metrics.values()],  # per agent
         }
 
     return step
@@ -279,6 +288,7 @@ def print_table(results: list[dict[str, Any]]) -> str:
         "t(N)/N/t(1)",
         "peak RSS MB",
         "tokens",
+        "trained rows",
         "pictures encoded (in grad passes)",
         "padding share",
     ]
@@ -305,6 +315,7 @@ def print_table(results: list[dict[str, Any]]) -> str:
                 "" if scaling is None else f"{scaling:.2f}",
                 f"{r['peak_rss_mb']:.0f}",
                 f"{lo:.0f}–{hi:.0f}",
+                f"{r['trained_rows']:.0f}",
                 f"{r['vision_images_per_step']:.0f} ({r['vision_images_grad_per_step']:.0f})",
                 "n/a" if share is None else f"{100 * share:.1f} %",
             ]

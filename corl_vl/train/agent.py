@@ -13,8 +13,8 @@ The update (``grpo.updates_per_batch`` optimizer steps per cohort step, :mod:`co
    numerics (applied when a cap is set — by the config or the adapter's family default — always logged);
    non-finite rollout logprobs are contained by the adapter and counted;
 3. a grad pass in micro-batches over the completions whose loss can be non-zero (non-zero advantage, or any
-   when β > 0), each micro-batch normalised by whole-batch totals so the accumulated gradient equals the
-   full-batch gradient; then the backend's step (clip, optimizer, schedule).
+   when β > 0), built by length (little padding, :mod:`corl_vl.train.minibatches`), each normalised by
+   whole-batch totals so the accumulated gradient equals the full-batch gradient; then the backend's step.
 
 Where the weights live and how a step is taken is the backend's business (:mod:`corl_vl.train.backends`): one
 process with plain torch, or a DeepSpeed ZeRO-2/3 engine over the agent's rank group in distributed runs.
