@@ -32,6 +32,16 @@ def forced_answer(ids: list[int]) -> str:
     return str(zlib.crc32(bytes(str(list(ids)), "ascii")) % 3)
 
 
+def paper_answer(j: int) -> str:
+    """``--shape paper``: the j-th completion of a group states "0" (5 of 8) or "1": a majority that is not
+    unanimous, so every arm's every agent trains every step (TTRL and Co-RL alike)."""
+    return "0" if j < 5 else "1"
+
+
+def stated_answer(ids: list[int], j: int, shape: str) -> str:
+    return paper_answer(j) if shape == "paper" else forced_answer(ids)
+
+
 def majority_rewards(answers: list[str], k: int) -> list[float]:
     """TTRL on consecutive groups of K: 1 where the answer is its group's most common one."""
     out = []

@@ -22,10 +22,10 @@ from shapes import (
     PaddingCounter,
     VisionCounter,
     force_lengths,
-    forced_answer,
     majority_rewards,
     peak_rss_mb,
     problems,
+    stated_answer,
 )
 
 
@@ -92,7 +92,8 @@ def trl_arm(family: str, args: argparse.Namespace, proto: Any, reply: Any) -> No
     adapter = create_adapter(FAMILIES[family], **options)
 
     def reward(prompts: Any, completions: Any, completion_ids: Any, **_: Any) -> list[float]:
-        return majority_rewards([forced_answer(ids) for ids in completion_ids], args.k)
+        answers = [stated_answer(ids, j % args.k, args.shape) for j, ids in enumerate(completion_ids)]
+        return majority_rewards(answers, args.k)
 
     batch = args.problems * args.k
     trainer = GRPOTrainer(

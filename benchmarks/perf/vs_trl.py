@@ -45,9 +45,9 @@ from shapes import (
     PaddingCounter,
     VisionCounter,
     force_lengths,
-    forced_answer,
     peak_rss_mb,
     problems,
+    stated_answer,
 )
 
 PHASES = ("rollout", "reward", "update")
@@ -60,14 +60,14 @@ class ForcedAnswers:
 
     thread_safe = True
 
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
+    def __init__(self, engine: Any, shape: str) -> None:
+        self.engine, self.shape = engine, shape
 
     def generate(self, problems: Any, **kwargs: Any) -> Any:
         rollouts = self.engine.generate(problems, **kwargs)
         for r in rollouts:
-            for c in r.completions:
-                c.text = f"The answer is \\boxed{{{forced_answer(c.ids)}}}"
+            for j, c in enumerate(r.completions):
+                c.text = f"The answer is \\boxed{{{stated_answer(c.ids, j, self.shape)}}}"
         return rollouts
 
     def sync_weights(self, model: Any) -> None:
@@ -113,7 +113,7 @@ def corl_arm(family: str, n: int, parallel: bool, args: argparse.Namespace) -> A
     cohort = Cohort.from_config(config_from_dict(raw, source="benchmarks/perf/vs_trl.py"))
     view = {p.id: p for p in problems(family, args.pool, args.shape)}  # paper: 1,024-pixel pictures
     for agent in cohort.agents:
-        agent.engine = ForcedAnswers(agent.engine)
+        agent.engine = ForcedAnswers(agent.engine, args.shape)
         agent.view = {pid: view[pid] for pid in agent.view}
         if paper:
             banned = list(agent.adapter.placeholder_token_ids)
