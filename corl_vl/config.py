@@ -70,12 +70,10 @@ class RewardConfig:
     """What each agent is rewarded by (``--baseline`` sets ``name``) and, for peer rewards, how votes become
     labels (:mod:`corl_vl.rewards.topology`, :mod:`corl_vl.rewards.supervision`)."""
 
-    name: str = (
-        "co_rl"  # a registered reward: co_rl | ttrl | intuitor | rent | empo | gt | co_rewarding_i | …
-    )
-    peer_reward: str = (
-        "hard"  # co_rl: hard (1 if = label) | soft (weighted share of peer votes for the answer)
-    )
+    # a registered reward: co_rl | ttrl | intuitor | rent | empo | gt | co_rewarding_i | …
+    name: str = "co_rl"
+    # co_rl: hard (1 if = label) | soft (weighted share of peer votes for the answer)
+    peer_reward: str = "hard"
     topology: str = "mutual"  # who supervises whom: mutual (N=2) | ring | all_peers | graph
     edges: dict[str, list[str]] = field(default_factory=dict)  # graph: agent → its supervisors
     ties: str = "none"  # what a tie gives: "none" (no label) or "first"
@@ -96,9 +94,8 @@ class RewardConfig:
 class DataConfig:
     """The training problems every agent sees (by id), in a seeded order."""
 
-    train: str = (
-        "synthetic"  # "synthetic", a recipe (mmr1-math …), a hub id ORG/NAME[@split], or a file/folder
-    )
+    # "synthetic", a recipe (mmr1-math …), a hub id ORG/NAME[@split], or a file/folder
+    train: str = "synthetic"
     split: str = "train"
     limit: int | None = None  # use the first N problems of the source (synthetic: how many to generate)
     problems_per_step: int = 8
@@ -132,9 +129,8 @@ class GrpoConfig:
     kl_estimator: str = "k3"  # k1 | k2 | k3
     kl_placement: str = "loss"  # loss | reward (β·Σ_t KL_t subtracted from each completion's reward)
     entropy_coef: float = 0.0  # entropy bonus: −coef·H_t in each token's loss
-    overlong_buffer: int = (
-        0  # DAPO's soft overlong penalty over the last N tokens before max_new_tokens; 0: off
-    )
+    # DAPO's soft overlong penalty over the last N tokens before max_new_tokens; 0: off
+    overlong_buffer: int = 0
     overlong_penalty: float = 1.0  # its factor: the reward of a completion at max_new_tokens drops by this
     temperature: float = 1.0
     top_p: float = 1.0
@@ -164,9 +160,8 @@ class RolloutConfig:
     kv_cache_memory_bytes: int = 256 * 1024 * 1024  # vLLM on CPU (otherwise it reserves ~21 GiB)
     sleep_between_phases: bool = True  # vLLM on GPU: sleep during the update, wake for rollouts
     batch_size: int = 16  # prompts per HF generate call
-    tensor_parallel_size: int = (
-        1  # vLLM TP groups of this many ranks inside each agent's group (multi-process)
-    )
+    # vLLM TP groups of this many ranks inside each agent's group (multi-process)
+    tensor_parallel_size: int = 1
     max_model_len: int | None = None  # vLLM context length; None → the longest prompt + grpo.max_new_tokens
     max_images_per_prompt: int = 1  # vLLM's per-prompt image limit
     weight_checksum: bool = False  # after each weight sync, compare a checksum of the engine's weights
@@ -197,9 +192,8 @@ class TrainConfig:
     parallel_agents: bool = True
     plot: bool = True  # PNG curves at the end of the run
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | none
-    stall_steps: int = (
-        20  # warn when label/coverage or answer/parsed_frac stays 0 this long, stop at 2x; 0 = off
-    )
+    # warn when label/coverage or answer/parsed_frac stays 0 this long, stop at 2x; 0 = off
+    stall_steps: int = 20
     log_completions: int = 0  # rows per agent and step written to completions.jsonl (and TensorBoard/wandb)
     save_total_limit: int = 0  # keep the newest N checkpoints (never best or latest's); 0 → keep all
 
@@ -217,12 +211,11 @@ class DistributedConfig:
     """Multi-process runs (``torchrun`` / ``accelerate launch``): each agent a DeepSpeed engine on its own ranks.
 
     Only read when the launch has more than one process; a plain process runs every agent in turn with torch
-    optimizers. Each agent gets ``agents[i].gpus`` ranks, placed node by node (:mod:`corl_vl.train.placement`).
+    optimizers. Each agent gets ``agents[i].gpus`` ranks, placed node by node (:mod:`corl_vl.train.rank_placement`).
     """
 
-    deepspeed: str | None = (
-        None  # DeepSpeed JSON (configs/deepspeed/zero2.json | zero3.json); needed if > 1 proc
-    )
+    # DeepSpeed JSON (configs/deepspeed/zero2.json | zero3.json); needed if > 1 proc
+    deepspeed: str | None = None
     zero_stage: int | None = None  # overrides the JSON's zero_optimization.stage (1, 2 or 3)
     backend: str = "auto"  # torch.distributed backend: auto (nccl on GPU, gloo on CPU) | gloo | nccl
 

@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from corl_vl.config import CohortConfig, HeldoutConfig
+from corl_vl.config import CohortConfig, ExperimentConfig, HeldoutConfig
 from corl_vl.data.problem import Problem
+from corl_vl.data.sources import SyntheticScope
 from corl_vl.data.synth import to_text_problem
-from corl_vl.eval.greedy import HeldoutResult, evaluate, heldout_problems
+from corl_vl.eval.greedy import HeldoutResult, heldout_accuracy, heldout_problems
 from corl_vl.io import write_text_atomic
 from corl_vl.train.loop import Callback, TrainingRun
 
@@ -87,7 +88,9 @@ def evaluate_agents(
     for agent in cohort.agents:
         view = problems if agent.adapter.supports_images else [to_text_problem(p) for p in problems]
         with agent.backend.inference_weights():
-            results[agent.name] = evaluate(agent.adapter, agent.model, view, max_new_tokens=max_new_tokens)
+            results[agent.name] = heldout_accuracy(
+                agent.adapter, agent.model, view, max_new_tokens=max_new_tokens
+            )
     return results
 
 
@@ -116,6 +119,30 @@ class HeldoutEval(Callback):
         every = self.settings.every
         if (every and run.completed % every == 0) or run.completed == run.max_steps:
             self._evaluate(run)
+
+
+class Experiment:
+    """The experiment as a wrapper around the recipe (:func:`corl_vl.recipe.train` takes it as ``wrapper``; a
+    config with an ``experiment:`` section gets one by default): the agents start from their warm-started bases
+    (``prepare``), the synthetic training and validation problems are those of its skills in its view
+    (``scope``), and the held-out yardstick runs as a callback."""
+
+    def __init__(self, settings: ExperimentConfig) -> None:
+        self.settings = settings
+        self.scope = SyntheticScope(tuple(settings.skills), settings.text_view)
+
+    def prepare(self, cfg: CohortConfig, dist: Any) -> CohortConfig:
+        return resolve(cfg, dist)
+
+    def callbacks(self, cfg: CohortConfig, run_dir: Path, dist: Any) -> list[Callback]:
+        """The held-out accuracy callback (before the standard ones), in one process only: a launch's rank
+        holds only its own agent."""
+        return [HeldoutEval(heldout_set(cfg), self.settings.heldout, run_dir)] if dist is None else []
+
+
+def wrapper_for(cfg: CohortConfig) -> Experiment | None:
+    """The wrapper a config asks for: its ``experiment:`` section's, else none."""
+    return Experiment(cfg.experiment) if cfg.experiment is not None else None
 
 
 # The demo's warm start (configs/demo.yaml has the same values, so both share the cached bases).

@@ -88,6 +88,21 @@ def loads_json(text: str, where: str) -> Any:
         raise CorlError(f"{where}: JSON nested too deeply to read (thousands of levels)") from None
 
 
+def read_json_file(path: str | Path, field: str) -> Any:
+    """The JSON value of the plain file a setting names (``field``, e.g. ``distributed.deepspeed``); a missing
+    file, a FIFO or device, non-UTF-8, endless or invalid JSON is one :class:`CorlError` line naming both."""
+    try:
+        text = read_text_file(path, "JSON file")
+    except CorlError as err:
+        raise CorlError(f"{field}: {err}") from None
+    except OSError as err:  # not found, a folder, no permission
+        raise CorlError(f"{field}: cannot read {path} ({err.strerror or err})") from None
+    try:
+        return loads_json(text, f"{field}: {path}")
+    except json.JSONDecodeError as err:
+        raise CorlError(f"{field}: {path} is not valid JSON ({err.msg}, line {err.lineno})") from None
+
+
 def check_answer_value(value: Any, where: str) -> Any:
     """``value`` if it is an answer a grader can read as text (a string, an integer, a finite number); anything
     else (true/false, NaN, infinity, a list, an object, null) is one :class:`CorlError` line naming ``where``

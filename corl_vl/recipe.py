@@ -1,10 +1,10 @@
 """The one training recipe: ``train(cfg)`` — what ``corl-vl train``, ``corl-vl demo``, the toy reproduction and
-the Python API (``corl_vl.train``) all run.
+the Python API (``corl_vl.train_cohort``; ``corl_vl.train`` is the trainer package) all run.
 
 In order: checks that need no model (settings, data, hub ids, DeepSpeed file), the process layout (one
-process, or agents on rank groups), the experiment's warm-started bases when the config has an ``experiment:``
-section, the run folder (refusing one that has checkpoints unless resuming, and only with the same training
-settings), the cohort (:func:`build_cohort`, the one builder), the resume, the loop with its callbacks, the
+process, or agents on rank groups), the run folder (refusing one that has checkpoints unless resuming, and only
+with the same training settings), the wrapper (an ``experiment:`` section's warm-started bases, synthetic problems
+and held-out callback: :class:`corl_vl.experiment.Experiment`), the cohort (:func:`build_cohort`, the one builder), the resume, the loop with its callbacks, the
 signal handling (Ctrl-C / SIGTERM end the run after the step with a checkpoint) and the plots.
 """
 
@@ -13,10 +13,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from corl_vl.config import CohortConfig
 from corl_vl.errors import CorlError
+
+if TYPE_CHECKING:
+    from corl_vl.data.sources import SyntheticScope
 
 log = logging.getLogger("corl_vl")
 
@@ -36,20 +39,48 @@ def build_cohort(
     sharing one take turns, :mod:`corl_vl.train.device_placement`). ``problems`` replaces ``cfg.data``'s.
 
     A config with an ``experiment:`` section must be resolved first (:func:`corl_vl.experiment.resolve`:
-    ``train`` does it) so that its agents point at their warm-started bases."""
+    ``train`` does it) so that its agents point at their warm-started bases, and its synthetic problems are
+    the experiment's skills only when passed as ``problems`` (``Experiment.scope``; ``train`` does it)."""
     import torch
 
     from corl_vl.train.cohort import Cohort
     from corl_vl.train.device_placement import placement_for
+    from corl_vl.train.preflight import check_launch
 
     torch.manual_seed(cfg.train.seed)
+    if dist is not None:  # what a launch supports (train() checked it already; a script may not have)
+        check_launch(cfg, dist)
     if device is None and dist is not None:
         device = dist.device  # the GPU pinned for this process (distributed.setup), or the CPU
     if device is None and placement is None:
-        placement = placement_for(cfg, visible_devices)
+        placement = placement_for(cfg.agents, visible_devices)
     return Cohort.from_config(
         cfg, device=device or "cpu", dist=dist, problems=problems, placement=None if device else placement
     )
+
+
+class RunWrapper(Protocol):
+    """What wraps the recipe (:class:`corl_vl.experiment.Experiment` is one): ``prepare`` returns the config the
+    cohort is built from, ``scope`` names the synthetic problems (training and validation; None: the default
+    skills, as pictures) and ``callbacks`` run before the standard ones."""
+
+    scope: SyntheticScope | None
+
+    def prepare(self, cfg: CohortConfig, dist: Any) -> CohortConfig: ...
+
+    def callbacks(self, cfg: CohortConfig, run_dir: Path, dist: Any) -> list[Any]: ...
+
+
+class NoWrapper:
+    """The plain recipe: the config as it is, the default synthetic problems, no extra callbacks."""
+
+    scope: SyntheticScope | None = None
+
+    def prepare(self, cfg: CohortConfig, dist: Any) -> CohortConfig:
+        return cfg
+
+    def callbacks(self, cfg: CohortConfig, run_dir: Path, dist: Any) -> list[Any]:
+        return []
 
 
 def train(
@@ -63,6 +94,7 @@ def train(
     allow_config_change: Sequence[str] = (),
     allow_unsafe_checkpoint: bool = False,
     visible_devices: Sequence[str] | None = None,
+    wrapper: RunWrapper | None = None,
 ) -> Any:
     """Run (or resume) a cohort to ``train.max_steps``; returns the :class:`~corl_vl.train.loop.TrainingRun`
     (``run.run_dir`` is the run folder, ``run.evals`` the held-out and validation results).
@@ -72,69 +104,21 @@ def train(
     with ``resume=True`` and the settings it was started with (``allow_config_change`` names keys that may
     differ). Nothing is written to the run folder before every check that needs no model has passed.
     One process places its agents over ``visible_devices`` (default: the GPUs it sees) and logs where.
+    ``wrapper`` (default: the config's ``experiment:`` section, :func:`corl_vl.experiment.wrapper_for`) adapts
+    the config, the synthetic problems and the callbacks around the recipe.
     """
-    from corl_vl.train.parts_check import check_trainable
-    from corl_vl.train.preflight import (
-        check_data,
-        check_deepspeed,
-        check_launch,
-        check_models_available,
-        check_reporting,
-    )
+    from corl_vl.experiment import wrapper_for
+    from corl_vl.train.checkpoint import load_checkpoint
+    from corl_vl.train.preflight import check_data
+    from corl_vl.train.reporting import truncate_metrics
 
-    anchor_run_paths(cfg, resume)  # relative files: the run's recorded ones (a resume) or this directory's
-    check_deepspeed(cfg)
-    check_reporting(cfg)
-    check_models_available(cfg)  # before torch is imported, and before anything reads a hub model's files
-    check_trainable(cfg)  # train.freeze and LoRA from the architecture's names (meta device, no weights)
-    pin_template_dates(cfg)
-
-    from corl_vl.experiment import HeldoutEval, heldout_set, resolve
-    from corl_vl.train.callbacks import standard_callbacks
-    from corl_vl.train.checkpoint import latest_checkpoint, load_checkpoint
-    from corl_vl.train.device_placement import placement_for
-    from corl_vl.train.distributed import launched_world_size, setup
-    from corl_vl.train.interrupts import StopOnSignal, StopRequest, resume_command
-    from corl_vl.train.loop import fit
-    from corl_vl.train.reporting import plot_run, truncate_metrics
-
-    dist = None
-    if launched_world_size() > 1:
-        dist = setup(
-            [a.gpus for a in cfg.agents],
-            names=cfg.agent_names(),
-            tensor_parallel_size=cfg.rollout.tensor_parallel_size,
-            backend=cfg.distributed.backend,
-        )
-        if dist.is_main:
-            for line in dist.placement.lines():
-                log.info(line)
-        check_launch(cfg, dist)
-    elif cfg.distributed.deepspeed:
-        raise CorlError(
-            "distributed.deepspeed is set but this is a single process; launch with torchrun / accelerate launch "
-            "(one process group per agent), or drop the setting"
-        )
-    devices = placement_for(cfg, visible_devices) if dist is None and device is None else None
-    if devices is not None:  # every agent on the CPU (no GPU) is not news: a debug line
-        gpu = devices.shared or any(d != "cpu" for names in devices.devices for d in names)
-        for line in devices.lines():
-            log.log(logging.INFO if gpu else logging.DEBUG, line)
+    wrapper = wrapper or wrapper_for(cfg) or NoWrapper()
+    _check_before_models(cfg, resume)
+    dist, devices = _process_layout(cfg, device, visible_devices)
     run_dir = Path(cfg.train.output_dir)
-    previous = latest_checkpoint(run_dir)
-    if previous is not None and not resume:
-        raise CorlError(
-            f"{run_dir} already has checkpoints; pass --resume to continue it or pick another --output-dir"
-        )
-    if resume and previous is None and (run_dir / "agents").exists():
-        raise CorlError(f"{run_dir}: --resume, but the run has metrics and no complete checkpoint")
-    if allow_config_change and not (resume and previous is not None):
-        raise CorlError(
-            "--allow-config-change only applies when resuming a run that has a checkpoint (--resume)"
-        )
-    if cfg.experiment is not None:
-        cfg = resolve(cfg, dist)
-    problems = check_data(cfg)
+    previous = _previous_checkpoint(run_dir, resume, allow_config_change)
+    cfg = wrapper.prepare(cfg, dist)
+    problems = check_data(cfg, wrapper.scope)
     placement = dist.placement.to_dict() if dist is not None else None
     record = _run_record(cfg, run_dir, previous if resume else None, list(allow_config_change), placement)
     main = dist is None or dist.is_main
@@ -153,11 +137,94 @@ def train(
     leader = dist is None or dist.is_group_leader
     truncate_metrics(run_dir, [a.name for a in cohort.agents] if leader else [], start)
     resumed_at_end = previous is not None and start >= cfg.train.max_steps
-    hooks = standard_callbacks(cohort, run_dir, progress=progress, resumed_at_end=resumed_at_end, dist=dist)
-    if cfg.experiment is not None and dist is None:
-        hooks.insert(0, HeldoutEval(heldout_set(cfg), cfg.experiment.heldout, run_dir))
-    with StopRequest(dist) as stop:  # Ctrl-C / SIGTERM: end after this step, save, exit 130 / 143
-        run = fit(cohort, [*hooks, *callbacks, StopOnSignal(stop)], start_step=start, run_dir=run_dir)
+    hooks = _callbacks(cohort, run_dir, progress, resumed_at_end, dist, wrapper)
+    return _fit(cohort, [*hooks, *callbacks], start, run_dir, dist, plot=cfg.train.plot and main)
+
+
+def _check_before_models(cfg: CohortConfig, resume: bool) -> None:
+    """The checks that need no model: files, DeepSpeed file, reporting, hub ids, trainable parts, dates."""
+    from corl_vl.train.parts_check import check_trainable
+    from corl_vl.train.preflight import check_deepspeed, check_models_available, check_reporting
+
+    anchor_run_paths(cfg, resume)  # relative files: the run's recorded ones (a resume) or this directory's
+    check_deepspeed(cfg.distributed)
+    check_reporting(cfg.train.report_to)
+    check_models_available(cfg)  # before torch is imported, and before anything reads a hub model's files
+    # train.freeze and LoRA from the architecture's names (meta device, no weights)
+    check_trainable(cfg.agents, cfg.train.freeze)
+    pin_template_dates(cfg)
+
+
+def _process_layout(
+    cfg: CohortConfig, device: str | None, visible_devices: Sequence[str] | None
+) -> tuple[Any, Any]:
+    """The distributed context of a launch (its rank groups, checked against what a launch supports), else the
+    one process's placement of its agents (None when ``device`` puts them all on one device)."""
+    from corl_vl.train.device_placement import placement_for
+    from corl_vl.train.distributed import launched_world_size, setup
+    from corl_vl.train.preflight import check_launch
+
+    dist = None
+    if launched_world_size() > 1:
+        dist = setup(
+            [a.gpus for a in cfg.agents],
+            names=cfg.agent_names(),
+            tensor_parallel_size=cfg.rollout.tensor_parallel_size,
+            backend=cfg.distributed.backend,
+        )
+        if dist.is_main:
+            for line in dist.placement.lines():
+                log.info(line)
+    check_launch(cfg, dist)  # what this layout supports (train/launch_support.py's table)
+    devices = placement_for(cfg.agents, visible_devices) if dist is None and device is None else None
+    if devices is not None:  # every agent on the CPU (no GPU) is not news: a debug line
+        gpu = devices.shared or any(d != "cpu" for names in devices.devices for d in names)
+        for line in devices.lines():
+            log.log(logging.INFO if gpu else logging.DEBUG, line)
+    return dist, devices
+
+
+def _previous_checkpoint(run_dir: Path, resume: bool, allow_config_change: Sequence[str]) -> Path | None:
+    """The run folder's latest checkpoint, refusing a folder with checkpoints unless resuming (and a resume
+    with nothing to resume)."""
+    from corl_vl.train.checkpoint import latest_checkpoint
+
+    previous = latest_checkpoint(run_dir)
+    if previous is not None and not resume:
+        raise CorlError(
+            f"{run_dir} already has checkpoints; pass --resume to continue it or pick another --output-dir"
+        )
+    if resume and previous is None and (run_dir / "agents").exists():
+        raise CorlError(f"{run_dir}: --resume, but the run has metrics and no complete checkpoint")
+    if allow_config_change and not (resume and previous is not None):
+        raise CorlError(
+            "--allow-config-change only applies when resuming a run that has a checkpoint (--resume)"
+        )
+    return previous
+
+
+def _callbacks(
+    cohort: Any, run_dir: Path, progress: bool, resumed_at_end: bool, dist: Any, wrapper: RunWrapper
+) -> list[Any]:
+    """The wrapper's callbacks, then the standard ones (validation of the wrapper's synthetic problems)."""
+    from corl_vl.train.callbacks import standard_callbacks
+
+    hooks = standard_callbacks(
+        cohort, run_dir, progress=progress, resumed_at_end=resumed_at_end, dist=dist, scope=wrapper.scope
+    )
+    return [*wrapper.callbacks(cohort.cfg, run_dir, dist), *hooks]
+
+
+def _fit(cohort: Any, hooks: list[Any], start: int, run_dir: Path, dist: Any, *, plot: bool) -> Any:
+    """The loop under the signal handling (Ctrl-C / SIGTERM: end after this step, save, exit 130 / 143), then
+    the plots."""
+    from corl_vl.train.checkpoint import latest_checkpoint
+    from corl_vl.train.interrupts import StopOnSignal, StopRequest, resume_command
+    from corl_vl.train.loop import fit
+    from corl_vl.train.reporting import plot_run
+
+    with StopRequest(dist) as stop:
+        run = fit(cohort, [*hooks, StopOnSignal(stop)], start_step=start, run_dir=run_dir)
     if stop.signum is not None:
         again = resume_command()
         raise stop.interrupted(
@@ -166,7 +233,7 @@ def train(
         )
     if dist is not None:
         dist.barrier()  # every agent's metrics are written before the plots read them
-    if cfg.train.plot and main:
+    if plot:
         plot_run(run_dir)
     return run
 

@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from .scoring import LogprobScoring  # image_feature_units' default: whether a family opted in
+
 REFERENCE_IMAGE = (1024, 768)  # the plan's image: the adapters' default long-side cap, 4:3
 
 
@@ -34,6 +36,9 @@ class ModelFacts:
     image_tokens: int = 0  # tokens one reference image adds to the language model's sequence
     vision_tokens: int = 0  # the vision tower's sequence length for that image (before merging/pooling)
     zero3_sync_whole: bool = False  # the ZeRO-3 weight sync gathers the whole model (MemoryFacts hook)
+    shared_vision_pass: bool = (
+        False  # a problem's rows share one encoding of its picture (image_feature_units)
+    )
 
 
 def facts_from_config(
@@ -100,4 +105,10 @@ class MemoryFacts:
         if not self.supports_images:
             return facts
         llm, tower = self.image_token_counts(*image, config)
-        return dataclasses.replace(facts, image_tokens=llm, vision_tokens=tower)
+        shared = getattr(self, "share_vision_pass", False) and _opted_in(type(self))
+        return dataclasses.replace(facts, image_tokens=llm, vision_tokens=tower, shared_vision_pass=shared)
+
+
+def _opted_in(cls: type) -> bool:
+    """Whether the family gives ``image_feature_units`` (the base's answers None: per-row encoding)."""
+    return getattr(cls, "image_feature_units", None) is not LogprobScoring.image_feature_units

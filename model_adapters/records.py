@@ -10,6 +10,8 @@ if TYPE_CHECKING:  # heavy imports stay lazy: `corl-vl --help` must not import t
     import torch
     from PIL import Image
 
+    from .vision_sharing import SharedImages
+
 
 @dataclass
 class PromptInputs:
@@ -46,12 +48,17 @@ class TrainingBatch:
         completion_mask: ``[B, Tc]`` bool, True on real completion tokens.
         completion_ids: ``[B, Tc]`` long, completion tokens right-padded with the pad id.
         prompt_lengths: ``[B]`` long, unpadded prompt length of each row (its completion starts there).
+        shared_images: how rows share one encoding of their images (``inputs`` then holds the tower's inputs
+            once per distinct prompt; :mod:`model_adapters.vision_sharing`); None: every row's own.
+        images_encoded: the images the vision tower encodes in this batch's forward.
     """
 
     inputs: dict[str, torch.Tensor]
     completion_mask: torch.Tensor
     completion_ids: torch.Tensor
     prompt_lengths: torch.Tensor
+    shared_images: SharedImages | None = None
+    images_encoded: int = 0
 
 
 @dataclass

@@ -9,11 +9,13 @@ and ``torch_dtype``; ``collate_mm`` and ``token_type_fields`` here are family ho
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .logprob_tail import token_logprobs
 from .records import CompletionLogprobs, PromptInputs, TrainingBatch
+from .vision_sharing import SharedImages, distinct_prompts, feature_index, shared_image_features
 
 if TYPE_CHECKING:
     import torch
@@ -21,7 +23,32 @@ if TYPE_CHECKING:
 
 
 class LogprobScoring:
-    """Mixed into :class:`~model_adapters.base.ModelAdapter` (see the module docstring)."""
+    """Mixed into :class:`~model_adapters.base.ModelAdapter` (see the module docstring).
+
+    One vision pass per problem (:mod:`model_adapters.vision_sharing`): in :meth:`completion_logprobs` rows
+    whose prompts carry the same images (a problem's K completions) share one encoding per micro-batch in
+    families that give :meth:`image_feature_units`; ``share_vision_pass = False`` on an adapter encodes every
+    row's images again (the reference the sharing equals). ``vision_images_encoded`` counts the images the
+    tower encoded in these forwards (:meth:`pop_vision_images_encoded`: the ``perf/vision_images_encoded``
+    metric).
+    """
+
+    share_vision_pass: bool = True
+    vision_images_encoded: int = 0
+    # family hook: image tensors the forward reads per row besides handing them to the tower (Qwen's
+    # ``image_grid_thw``: M-RoPE positions); they stay per row when rows share one encoding
+    per_row_mm_inputs: tuple[str, ...] = ()
+
+    def image_feature_units(self, prompt: PromptInputs) -> int | None:
+        """Family hook: how many leading entries of ``get_image_features``' output (images, tiles or crops)
+        ``prompt``'s image tensors become; None (the default, e.g. a plug-in that has not opted in): the
+        family encodes every row's images itself, never shared."""
+        return None
+
+    def pop_vision_images_encoded(self) -> int:
+        """Images the vision tower encoded in scoring/training forwards since the last call (then reset)."""
+        count, self.vision_images_encoded = self.vision_images_encoded, 0
+        return count
 
     def collate_mm(self, prompts: Sequence[PromptInputs]) -> dict[str, torch.Tensor]:
         """Concatenate the prompts' image tensors along dim 0 (images/patches of all rows, in row order)."""
@@ -80,16 +107,41 @@ class LogprobScoring:
             mask[i, : len(row)] = 1
             comp[i, : len(c)] = torch.tensor(list(c), dtype=torch.long)
             cmask[i, : len(c)] = True
-        inputs = {
-            "input_ids": ids,
-            "attention_mask": mask,
-            **self.token_type_fields(ids),
-            **self.collate_mm(prompts),
-        }
+        mm, shared, encoded = self._image_inputs(prompts)
+        inputs = {"input_ids": ids, "attention_mask": mask, **self.token_type_fields(ids), **mm}
         lengths = torch.tensor([len(p) for p in prompts], dtype=torch.long)
         return TrainingBatch(
-            inputs=inputs, completion_mask=cmask, completion_ids=comp, prompt_lengths=lengths
+            inputs=inputs,
+            completion_mask=cmask,
+            completion_ids=comp,
+            prompt_lengths=lengths,
+            shared_images=shared,
+            images_encoded=encoded,
         )
+
+    def _image_inputs(
+        self, prompts: Sequence[PromptInputs]
+    ) -> tuple[dict[str, torch.Tensor], SharedImages | None, int]:
+        """The batch's image tensors, how rows share their encoding (None: each row encodes its own) and the
+        number of images the tower will encode."""
+        per_row = sum(len(p.images) or 1 for p in prompts if p.mm_inputs)
+        if not self.share_vision_pass or per_row == 0:
+            return self.collate_mm(prompts), None, per_row
+        firsts, owner = distinct_prompts(prompts)
+        units = [self.image_feature_units(prompts[i]) for i in firsts]
+        if len(firsts) == len(owner) - owner.count(-1) or any(n is None for n in units):
+            return self.collate_mm(prompts), None, per_row
+        distinct = [prompts[i] for i in firsts]
+        mm = self.collate_mm(distinct)
+        keep = [k for k in self.per_row_mm_inputs if k in mm]
+        swap = {k: mm.pop(k) for k in keep}
+        rows = [
+            dataclasses.replace(p, mm_inputs={k: p.mm_inputs[k] for k in keep if k in p.mm_inputs})
+            for p in prompts
+        ]
+        mm.update({k: v for k, v in self.collate_mm(rows).items() if k in keep})
+        index = feature_index(owner, [int(n) for n in units if n is not None])
+        return mm, SharedImages(swap, index), sum(len(p.images) or 1 for p in distinct)
 
     # ------------------------------------------------------------------ logprobs
     def completion_logprobs(
@@ -153,7 +205,16 @@ class LogprobScoring:
         hi = inputs["input_ids"].shape[1] - 1  # the last token of the longest row predicts nothing
         keep = torch.arange(lo, hi, device=device)
         head = model.get_output_embeddings()
-        hidden = _final_hidden_states(model, head, inputs, keep)  # [B, hi-lo, H]
+        self.vision_images_encoded += batch.images_encoded
+        if batch.shared_images is None:
+            hidden = _final_hidden_states(model, head, inputs, keep)  # [B, hi-lo, H]
+        else:  # one vision pass per distinct prompt (model_adapters.vision_sharing)
+            with shared_image_features(model, batch.shared_images) as calls:
+                hidden = _final_hidden_states(model, head, inputs, keep)
+            if len(calls) != 1:
+                raise RuntimeError(
+                    f"adapter {self.name}: image features computed {len(calls)} times; expected 1"
+                )
         steps = torch.arange(completion_width, device=device)[None, :]
         offsets = ((batch.prompt_lengths.to(device) - 1 - lo)[:, None] + steps).clamp(max=hi - lo - 1)
         hidden = torch.gather(hidden, 1, offsets[:, :, None].expand(-1, -1, hidden.shape[-1]))

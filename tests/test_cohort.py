@@ -143,18 +143,18 @@ def test_shuffled_rephrase_file_is_rejected(tmp_path):
     good = tmp_path / "good.jsonl"
     good.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = config_from_dict({"agents": [{"name": "a", "model": "m"}, {"name": "b", "model": "n"}]})
-    view = agent_view(base, cfg, str(good), text_only=False)
+    view = agent_view(base, cfg.data, str(good), text_only=False)
     assert [p.id for p in view] == [p.id for p in base] and view[0].images == base[0].images
     shuffled = tmp_path / "shuffled.jsonl"
     shuffled.write_text("".join(json.dumps(r) + "\n" for r in [rows[1], rows[0], rows[2]]))
     with pytest.raises(CorlError, match="shuffled"):
-        agent_view(base, cfg, str(shuffled), text_only=False)
+        agent_view(base, cfg.data, str(shuffled), text_only=False)
 
 
 def test_text_only_agent_gets_the_text_rendering_with_the_same_ids():
     base = generate_problems(2, seed=0)
     cfg = config_from_dict({"agents": [{"name": "a", "model": "m"}, {"name": "b", "model": "n"}]})
-    view = agent_view(base, cfg, None, text_only=True)
+    view = agent_view(base, cfg.data, None, text_only=True)
     assert [p.id for p in view] == [p.id for p in base]
     assert all(not p.images and p.question == b.meta["text_question"] for p, b in zip(view, base))
 

@@ -24,7 +24,7 @@ from torchrun_launch import torchrun
 
 from corl_vl.errors import CorlError
 from corl_vl.train.deepspeed_setup import AgentMPU, deepspeed_engine
-from corl_vl.train.placement import place
+from corl_vl.train.rank_placement import place
 
 TESTS = Path(__file__).resolve().parent
 EXACT = ("reward/", "label/", "peer/", "groups/", "length/", "answer/", "trained_rows", "lr")

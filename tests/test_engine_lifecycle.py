@@ -17,7 +17,7 @@ from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.rollout import check_one_vllm_engine_per_process
 from corl_vl.rollout.hf import HFEngine
-from corl_vl.train.agent import Agent
+from corl_vl.train.agent import Agent, AgentSettings
 from model_adapters.registry import create_adapter
 
 STRICT = Path(__file__).parent / "strict_vllm.py"
@@ -108,7 +108,7 @@ def _agent(engine, adapter, model) -> Agent:
             "train": {"reward": "rent"},
         }
     )
-    return Agent("solo", adapter, model, PROBLEMS, cfg, engine=engine)
+    return Agent("solo", adapter, model, PROBLEMS, AgentSettings.of(cfg), engine=engine)
 
 
 def test_the_hf_engine_takes_and_ignores_wake_tags():

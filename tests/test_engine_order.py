@@ -16,7 +16,7 @@ import torch
 from corl_vl.config import config_from_dict
 from corl_vl.data.synth import generate_problems, to_text_problem
 from corl_vl.rollout.hf import HFEngine
-from corl_vl.train.agent import Agent
+from corl_vl.train.agent import Agent, AgentSettings
 from corl_vl.train.cohort import Cohort
 from model_adapters.registry import create_adapter
 
@@ -77,7 +77,7 @@ def _cfg(engine: str, model: str) -> object:
 def _cohort(cfg, adapter, model, engine) -> Cohort:
     base = generate_problems(2, seed=3)
     view = base if adapter.supports_images else [to_text_problem(p) for p in base]
-    agent = Agent("solo", adapter, model, view, cfg, engine=engine)
+    agent = Agent("solo", adapter, model, view, AgentSettings.of(cfg), engine=engine)
     return Cohort(cfg, [agent], base)
 
 

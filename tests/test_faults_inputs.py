@@ -206,3 +206,27 @@ def test_prepare_leaves_out_rows_whose_solution_has_no_boxed_answer(tmp_path, ca
         ("8", "16"),
         ("9", "18"),
     ]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "a list", "nested", "missing"])
+def test_a_deepspeed_file_that_is_no_plain_json_object_is_one_line(tmp_path, capsys, kind):
+    path = str(tmp_path / "zero2.json")
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "a list":
+        Path(path).write_text("[1]")
+    elif kind == "nested":
+        Path(path).write_text(DEEP)
+    elif kind == "/dev/zero":
+        path = kind
+    argv = [
+        "plan",
+        "--gpus",
+        "2",
+        "--gpu-memory",
+        "80GB",
+        "--config",
+        str(Path(__file__).parents[1] / "configs/demo.yaml"),
+    ]
+    assert main([*argv, "--set", f"distributed.deepspeed={path}"]) == 2
+    _one_line(capsys, "distributed.deepspeed", path)

@@ -168,4 +168,4 @@ def test_deepspeed_without_its_overflow_check_is_refused(tmp_path, ds):
     with pytest.raises(
         CorlError, match=r"check_grad_overflow and zero_optimization\.compute_grad_norm must stay true"
     ):
-        launch_backend(backend, cfg, launch)
+        launch_backend(backend, cfg.distributed, launch, cfg.train, cfg.optimizer)

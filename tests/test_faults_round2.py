@@ -343,14 +343,14 @@ def test_a_prompt_without_room_for_the_completion_is_refused_naming_agent_and_pr
     from test_update_edges import _cfg
 
     from corl_vl.data.problem import Problem
-    from corl_vl.train.agent import Agent
+    from corl_vl.train.agent import Agent, AgentSettings
     from model_adapters.registry import create_adapter
 
     adapter = create_adapter("tiny-qwen2.5")
     model = adapter.load_model()
     context = model.config.get_text_config().max_position_embeddings
     long = Problem("long", "7 " * context)
-    agent = Agent("solo", adapter, model, [Problem("short", "1+1?"), long], _cfg())
+    agent = Agent("solo", adapter, model, [Problem("short", "1+1?"), long], AgentSettings.of(_cfg()))
     with pytest.raises(
         CorlError,
         match=rf"agent solo: problem 'long' has a \d+-token prompt, more than the model's context \({context}\)",

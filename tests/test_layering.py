@@ -137,7 +137,7 @@ KNOWN_MODULE_CYCLES = {
     frozenset(
         {"corl_vl.cli._eval_generate", "corl_vl.cli.eval", "corl_vl.eval.protocol", "corl_vl.eval.report"}
     ),
-    frozenset({"corl_vl.data.datasets", "corl_vl.data.hub", "corl_vl.data.recipes"}),
+    frozenset({"corl_vl.data.datasets", "corl_vl.data.hub", "corl_vl.data.dataset_recipes"}),
     frozenset(
         {
             "corl_vl.eval.benchmarks",

@@ -18,7 +18,7 @@ from test_step_work import _update_capturing_grads
 from corl_vl.config import config_from_dict
 from corl_vl.data.synth import generate_problems, to_text_problem
 from corl_vl.train import minibatches
-from corl_vl.train.agent import Agent, Batch
+from corl_vl.train.agent import Agent, AgentSettings, Batch
 from model_adapters.registry import create_adapter
 
 K = 4
@@ -41,7 +41,7 @@ def _agent(model_name, text, **grpo):
     torch.manual_seed(0)
     problems = generate_problems(3, seed=4)
     view = [to_text_problem(p) for p in problems] if text else problems
-    return Agent("solo", adapter, adapter.load_model().train(), view, cfg), view
+    return Agent("solo", adapter, adapter.load_model().train(), view, AgentSettings.of(cfg)), view
 
 
 def _batch(agent, view):
@@ -61,7 +61,9 @@ def _batch(agent, view):
 
 
 def _twin(agent):
-    return Agent(agent.name, agent.adapter, copy.deepcopy(agent.model), list(agent.view.values()), agent.cfg)
+    return Agent(
+        agent.name, agent.adapter, copy.deepcopy(agent.model), list(agent.view.values()), agent.settings
+    )
 
 
 def _compare(agent, batch, spec, monkeypatch):

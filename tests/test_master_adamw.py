@@ -193,6 +193,7 @@ def test_offload_in_a_launch_is_the_torch_backends_alone_and_deepspeeds_with_a_f
     from types import SimpleNamespace
 
     from corl_vl.train.backends import launch_backend
+    from corl_vl.train.preflight import check_launch
 
     agents = [{"model": "tiny-qwen2.5"}, {"model": "tiny-llama3"}]
     cfg = config_from_dict({"agents": agents, "optimizer": {"offload": "cpu"}})
@@ -201,6 +202,8 @@ def test_offload_in_a_launch_is_the_torch_backends_alone_and_deepspeeds_with_a_f
     with pytest.raises(
         CorlError, match=r"distributed\.deepspeed: an agent on 2 ranks needs a DeepSpeed config"
     ):
-        launch_backend(backend, cfg, launch)
+        check_launch(cfg, launch)  # the launch's check, before any model loads (train/launch_support.py)
     alone = SimpleNamespace(group_size=1, mpu=None, dp_group=None)  # one process per agent, no DeepSpeed file
-    assert launch_backend(backend, cfg, alone) is backend  # the Torch backend, its offload included
+    check_launch(cfg, alone)
+    # the Torch backend, its offload included
+    assert launch_backend(backend, cfg.distributed, alone, cfg.train, cfg.optimizer) is backend

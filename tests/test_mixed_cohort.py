@@ -17,8 +17,9 @@ from adapter_families import activate_example_plugins
 
 from corl_vl.cli import main as cli_main
 from corl_vl.config import apply_overrides, finalize, load_config
-from corl_vl.experiment import resolve
+from corl_vl.experiment import Experiment, resolve
 from corl_vl.recipe import build_cohort
+from corl_vl.train.cohort_data import load_base_problems
 from model_adapters import registry
 
 DEMO = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
@@ -53,7 +54,8 @@ def test_adapters_check_passes_on_every_base(config):
 
 
 def test_two_steps_every_agent_labelled_trained_and_its_vision_tower_moved(config):
-    cohort = build_cohort(config, device="cpu")
+    problems = load_base_problems(config.data, Experiment(config.experiment).scope)  # the experiment's skills
+    cohort = build_cohort(config, device="cpu", problems=problems)
     assert [a.adapter.name for a in cohort.agents] == ["qwen2_5_vl", "internvl3_5", "smolvlm"]
     assert all(p.images for p in cohort.base.values())  # from pictures
     vision = {a.name: a.adapter.vision_parameter_names(a.model) for a in cohort.agents}

@@ -13,7 +13,7 @@ from test_cohort import ForcedTexts
 from corl_vl.config import config_from_dict
 from corl_vl.data.paired import answer_in_base_options
 from corl_vl.data.problem import Problem
-from corl_vl.train.agent import Agent
+from corl_vl.train.agent import Agent, AgentSettings
 from corl_vl.train.cohort import Cohort
 from model_adapters.registry import create_adapter
 
@@ -47,7 +47,9 @@ def test_reversed_options_across_two_views_give_the_same_label():
     agents = []
     for acfg in cfg.agents:
         adapter = create_adapter(acfg.model)
-        agents.append(Agent(acfg.name, adapter, adapter.load_model().train(), views[acfg.name], cfg))
+        agents.append(
+            Agent(acfg.name, adapter, adapter.load_model().train(), views[acfg.name], AgentSettings.of(cfg))
+        )
     a, b = agents
     a.engine = ForcedTexts(a.engine, lambda pid, j, c: "so \\boxed{A}")  # option "10" in a's (the base) view
     b.engine = ForcedTexts(b.engine, lambda pid, j, c: "so \\boxed{D}")  # option "10" in b's reversed view

@@ -101,7 +101,7 @@ def test_each_value_the_sweep_tries_builds_or_is_refused_in_one_line(option, tmp
             continue
         try:
             cfg = demo_config(catalog.overrides(option.key, value, **paths))
-            check_deepspeed(cfg)  # the checks train() makes before any model loads
+            check_deepspeed(cfg.distributed)  # the checks train() makes before any model loads
             check_models_available(cfg)
         except CorlError as err:
             assert "\n" not in str(err) and "Traceback" not in str(err), str(err)
@@ -218,10 +218,10 @@ def test_wandb_without_a_key_is_refused_before_models_load(tmp_path, monkeypatch
     _one_line_refusal(err.value, "train.report_to")
     assert not out.exists()  # nothing written
     monkeypatch.setenv("WANDB_MODE", "offline")
-    check_reporting(cfg)
+    check_reporting(cfg.train.report_to)
     monkeypatch.delenv("WANDB_MODE")
     (tmp_path / "netrc").write_text("machine api.wandb.ai\n  login user\n  password 0123456789abcdef\n")
-    check_reporting(cfg)
+    check_reporting(cfg.train.report_to)
 
 
 def test_an_agent_that_trained_nothing_in_the_whole_run_is_warned_about(caplog):

@@ -1,4 +1,4 @@
-"""Placement rules (corl_vl.train.placement), one test each, on simulated clusters: pure rank arithmetic."""
+"""Placement rules (corl_vl.train.rank_placement), one test each, on simulated clusters: pure rank arithmetic."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from corl_vl.errors import CorlError
 from corl_vl.train.distributed import DistContext, share
-from corl_vl.train.placement import gpu_counts, nodes_from_ranks, place, simulated_nodes
+from corl_vl.train.rank_placement import gpu_counts, nodes_from_ranks, place, simulated_nodes
 
 TWO_BY_EIGHT = simulated_nodes(2, 8)  # node 0: ranks 0-7, node 1: ranks 8-15
 

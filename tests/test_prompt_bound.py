@@ -15,7 +15,7 @@ from corl_vl.train.cohort_data import load_base_problems
 def test_long_prompts_are_dropped_for_every_agent_and_counted():
     cfg = load_config(TINY_COHORT, [*TINY, "data.limit=6"])
     cohort = Cohort.from_config(cfg)
-    ids = [p.id for p in load_base_problems(cfg)]
+    ids = [p.id for p in load_base_problems(cfg.data)]
     longest = {pid: max(len(a.encode([pid])[0]) for a in cohort.agents) for pid in ids}
     limit = sorted(longest.values())[2]  # at least 3 of 6 fit
     want = [pid for pid in ids if longest[pid] <= limit]

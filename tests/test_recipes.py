@@ -10,9 +10,9 @@ from PIL import Image
 
 from corl_vl.cli import main
 from corl_vl.config import load_config
+from corl_vl.data.dataset_recipes import RECIPES, get_recipe, pair_data_defaults
 from corl_vl.data.datasets import load_problems
 from corl_vl.data.hub import HubRef, parse_hub_id
-from corl_vl.data.recipes import RECIPES, get_recipe, pair_data_defaults
 from corl_vl.errors import CorlError
 
 

@@ -57,7 +57,7 @@ def test_hf_engine_generates_from_the_given_rendering(monkeypatch):
 
 
 def test_agent_rollout_renders_each_problem_once_and_scores_what_was_generated():
-    from corl_vl.train.agent import Agent
+    from corl_vl.train.agent import Agent, AgentSettings
 
     adapter = create_adapter("tiny-llama3")
     model = adapter.load_model().train()
@@ -78,7 +78,7 @@ def test_agent_rollout_renders_each_problem_once_and_scores_what_was_generated()
             "train": {"max_steps": 1},
         }
     )
-    agent = Agent("a", adapter, model, PROBLEMS, cfg, engine=Recording(adapter, model))
+    agent = Agent("a", adapter, model, PROBLEMS, AgentSettings.of(cfg), engine=Recording(adapter, model))
     prompts, rollouts = agent.rollout(["a", "b"], seed=0)
     assert calls == ["a", "b"]  # one rendering per problem per step
     assert seen == [prompts]  # the engine got exactly the prompts the update will score

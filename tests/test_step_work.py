@@ -54,7 +54,9 @@ def rolled():
 
 def _twin(agent):
     """A second agent with an identical model and optimizer state."""
-    return Agent(agent.name, agent.adapter, copy.deepcopy(agent.model), list(agent.view.values()), agent.cfg)
+    return Agent(
+        agent.name, agent.adapter, copy.deepcopy(agent.model), list(agent.view.values()), agent.settings
+    )
 
 
 def _update_capturing_grads(agent, batch, old):

@@ -72,7 +72,7 @@ def test_a_cohort_wide_vision_freeze_leaves_a_text_agent_alone(caplog):
 
     cfg = _mixed(["vision_tower"])
     with caplog.at_level(logging.INFO, logger="corl_vl.train.parts_check"):
-        check_trainable(cfg)
+        check_trainable(cfg.agents, cfg.train.freeze)
     (line,) = [r.getMessage() for r in caplog.records if r.name == "corl_vl.train.parts_check"]
     assert (
         line == "train.freeze: vision_tower applies to the vision-language agents; text-only text left alone"
@@ -90,4 +90,4 @@ def test_a_vision_freeze_with_only_text_agents_is_refused(no_weights):
     from corl_vl.train.parts_check import check_trainable
 
     with pytest.raises(CorlError, match=r"train\.freeze: vision_tower: no agent has one"):
-        check_trainable(cfg)
+        check_trainable(cfg.agents, cfg.train.freeze)

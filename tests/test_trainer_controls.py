@@ -10,7 +10,7 @@ from test_update_edges import solo_rollout
 
 from corl_vl.config import config_from_dict, load_config
 from corl_vl.errors import CorlError
-from corl_vl.train.agent import Agent, Batch
+from corl_vl.train.agent import Agent, AgentSettings, Batch
 from corl_vl.train.cohort import Cohort
 from corl_vl.train.subsets import advantages_and_rows
 from model_adapters.registry import create_adapter
@@ -89,7 +89,13 @@ def test_truncated_advantages_worked_example():
 def _two_agents(cfg):
     agent, rows, comps = solo_rollout(cfg)
     twin_adapter = create_adapter("tiny-qwen2.5")
-    twin = Agent("twin", twin_adapter, twin_adapter.load_model().train(), list(agent.view.values()), cfg)
+    twin = Agent(
+        "twin",
+        twin_adapter,
+        twin_adapter.load_model().train(),
+        list(agent.view.values()),
+        AgentSettings.of(cfg),
+    )
     twin.model.load_state_dict(agent.model.state_dict())
     return agent, twin, rows, comps
 

@@ -13,7 +13,7 @@ import torch
 
 from corl_vl.config import TrainConfig, config_from_dict
 from corl_vl.data.synth import generate_problems
-from corl_vl.train.agent import Agent
+from corl_vl.train.agent import Agent, AgentSettings
 from corl_vl.train.training_defaults import apply_training_defaults, checkpointing_on
 from model_adapters.registry import create_adapter
 
@@ -48,7 +48,7 @@ def _agent(folder, adapter_name, **train):
         }
     )
     view = generate_problems(2, seed=3)
-    return Agent.from_config(cfg.agents[0], cfg, view, device="cpu"), view
+    return Agent.from_config(cfg.agents[0], AgentSettings.of(cfg), view, device="cpu"), view
 
 
 def _two_forwards(agent, view):

@@ -14,7 +14,7 @@ from corl_vl.data.synth import generate_problems, to_text_problem
 from corl_vl.errors import CorlError
 from corl_vl.rollout import Completion
 from corl_vl.rollout.vllm_engine import completion_logprobs
-from corl_vl.train.agent import Agent, Batch
+from corl_vl.train.agent import Agent, AgentSettings, Batch
 from corl_vl.train.backends import TorchBackend
 from model_adapters.registry import create_adapter, list_adapters
 
@@ -41,7 +41,7 @@ def solo_rollout(cfg):
     real rollout of it (2 problems)."""
     adapter = create_adapter("tiny-qwen2.5")
     view = [to_text_problem(p) for p in generate_problems(2, seed=4)]
-    agent = Agent("solo", adapter, adapter.load_model().train(), view, cfg)
+    agent = Agent("solo", adapter, adapter.load_model().train(), view, AgentSettings.of(cfg))
     prompts, rollouts = agent.rollout([p.id for p in view], seed=3)
     rows = [p for p, r in zip(prompts, rollouts) for _ in r.completions]
     comps = [c for r in rollouts for c in r.completions]

@@ -11,7 +11,7 @@ from test_cohort import TINY, TINY_COHORT, ForcedTexts, boxed
 
 from corl_vl.config import load_config
 from corl_vl.errors import CorlError
-from corl_vl.experiment import demo_config
+from corl_vl.experiment import demo_config, wrapper_for
 from corl_vl.recipe import train
 from corl_vl.train.validation import PeriodicEval
 
@@ -19,11 +19,15 @@ from corl_vl.train.validation import PeriodicEval
 def test_experiment_validation_asks_about_its_own_skills_in_its_own_view(tmp_path):
     # the demo config validates as it is: the synthetic validation split, no test split named (issue #42)
     cfg = demo_config(["eval.every=1", "eval.limit=6"])
-    problems = PeriodicEval.from_config(SimpleNamespace(cfg=cfg), tmp_path).problems
+    # the experiment wraps the recipe: its scope (skills, view) reaches the validation set
+    problems = PeriodicEval.from_config(SimpleNamespace(cfg=cfg), tmp_path, wrapper_for(cfg).scope).problems
     assert {p.meta["skill"] for p in problems} == {"figure_color", "ground_color"}
     assert all(p.images for p in problems) and all(p.id.startswith("synth-validation-") for p in problems)
     text = demo_config(["eval.every=1", "eval.limit=6", "experiment.warm_start.text_view=true"])
-    assert not any(p.images for p in PeriodicEval.from_config(SimpleNamespace(cfg=text), tmp_path).problems)
+    scope = wrapper_for(text).scope
+    assert not any(
+        p.images for p in PeriodicEval.from_config(SimpleNamespace(cfg=text), tmp_path, scope).problems
+    )
 
 
 def test_a_failed_validation_keeps_the_steps_metrics(tmp_path, monkeypatch):

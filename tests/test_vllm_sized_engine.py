@@ -11,7 +11,7 @@ from corl_vl.config import config_from_dict
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.rollout.sizing import MAX_MODEL_LEN_MARGIN
-from corl_vl.train.agent import Agent
+from corl_vl.train.agent import Agent, AgentSettings
 from model_adapters.registry import create_adapter
 
 pytestmark = pytest.mark.vllm
@@ -36,7 +36,9 @@ def agent():
         }
     )
     adapter = create_adapter("tiny-qwen2.5")
-    built = Agent("solo", adapter, adapter.load_model().train(), PROBLEMS, cfg)  # the engine the config names
+    built = Agent(
+        "solo", adapter, adapter.load_model().train(), PROBLEMS, AgentSettings.of(cfg)
+    )  # the engine the config names
     yield built
     built.engine.close()
 
@@ -130,7 +132,7 @@ def test_an_engine_started_on_dummy_weights_is_synced_before_its_first_rollout()
     engine = VLLMEngine(adapter, max_model_len=256, engine_args={"load_format": "dummy"})
     try:
         assert engine.needs_weights
-        agent = Agent("solo", adapter, model, PROBLEMS[:1], cfg, engine=engine)
+        agent = Agent("solo", adapter, model, PROBLEMS[:1], AgentSettings.of(cfg), engine=engine)
         prompts, rollouts = agent.rollout(["p0"], seed=3)
         assert not engine.needs_weights
         comps = rollouts[0].completions

@@ -53,7 +53,8 @@ def test_vllm_gets_the_longest_rendered_prompt_plus_max_new_tokens_when_unset():
     adapter = create_adapter("tiny-qwen2.5")
     problems = _text_problems()
     longest = max(len(adapter.encode_prompt(p)) for p in problems)
-    options = vllm_sizing("solo", adapter, None, problems, _cfg())
+    cfg = _cfg()
+    options = vllm_sizing("solo", adapter, None, problems, cfg.rollout, cfg.grpo.max_new_tokens)
     assert options["max_model_len"] == longest + 24 + MAX_MODEL_LEN_MARGIN
     assert options["sleep_level"] == 2  # the agent syncs after every update
     assert options["max_images_per_prompt"] == 1 and options["weight_checksum"] is False
@@ -63,7 +64,7 @@ def test_a_configured_context_is_passed_as_is_and_nothing_is_rendered(monkeypatc
     adapter = create_adapter("tiny-qwen2.5")
     monkeypatch.setattr(adapter, "encode_prompt", lambda p: pytest.fail("rendered a prompt"))
     cfg = _cfg(max_model_len=77, max_images_per_prompt=3, weight_checksum=True)
-    options = vllm_sizing("solo", adapter, None, _text_problems(), cfg)
+    options = vllm_sizing("solo", adapter, None, _text_problems(), cfg.rollout, cfg.grpo.max_new_tokens)
     assert (options["max_model_len"], options["max_images_per_prompt"], options["weight_checksum"]) == (
         77,
         3,
@@ -95,7 +96,8 @@ def test_a_problem_with_more_images_than_allowed_is_one_line_naming_it():
     )
     adapter = create_adapter("tiny-qwen2.5-vl")
     with pytest.raises(CorlError, match=r"^agent solo: problem 'row-7': 3 images") as caught:
-        vllm_sizing("solo", adapter, None, problems, _cfg(max_model_len=4096, max_images_per_prompt=2))
+        cfg = _cfg(max_model_len=4096, max_images_per_prompt=2)
+        vllm_sizing("solo", adapter, None, problems, cfg.rollout, cfg.grpo.max_new_tokens)
     assert "\n" not in str(caught.value)
 
 

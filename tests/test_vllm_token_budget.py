@@ -16,7 +16,7 @@ import pytest
 from corl_vl.config import config_from_dict
 from corl_vl.data.synth import generate_problems
 from corl_vl.errors import CorlError
-from corl_vl.train.agent import Agent
+from corl_vl.train.agent import Agent, AgentSettings
 from corl_vl.train.cohort import Cohort
 from model_adapters.registry import create_adapter
 
@@ -67,7 +67,9 @@ def test_a_rollout_batch_over_the_token_budget_trains_and_keeps_its_seeds():
     cfg = _cfg(problems, k)
     adapter = create_adapter("tiny-qwen2.5-vl")
     base = generate_problems(problems, seed=3)
-    agent = Agent("solo", adapter, adapter.load_model().train(), base, cfg)  # the engine the config names
+    agent = Agent(
+        "solo", adapter, adapter.load_model().train(), base, AgentSettings.of(cfg)
+    )  # the engine the config names
     try:
         cohort = Cohort(cfg, [agent], base)
         metrics = cohort.step()["solo"]
@@ -102,7 +104,7 @@ def test_a_failure_inside_vllm_is_one_line_naming_agent_and_engine_and_the_engin
         max_model_len=256,
         engine_args={"enable_chunked_prefill": True, "max_num_batched_tokens": 256},
     )
-    agent = Agent("solo", adapter, adapter.load_model().train(), base, cfg, engine=engine)
+    agent = Agent("solo", adapter, adapter.load_model().train(), base, AgentSettings.of(cfg), engine=engine)
     cohort = Cohort(cfg, [agent], base)
     with pytest.raises(CorlError) as caught:
         cohort.step()

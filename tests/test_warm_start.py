@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from corl_vl.errors import CorlError
-from corl_vl.eval.greedy import evaluate, heldout_problems
+from corl_vl.eval.greedy import heldout_accuracy, heldout_problems
 from corl_vl.science.warm_start import (
     WarmStartSpec,
     complementary_specs,
@@ -107,7 +107,7 @@ def test_warm_start_learns_the_strong_skill_and_the_systematic_mistake(tiny_chec
     assert record["last_loss"] < 0.2 * record["first_loss"], record["losses"]
     assert record["mistaken_labels"]["shape_color"] > 60 and "shape_sides" not in record["mistaken_labels"]
     test = heldout_problems(24, ["shape_sides", "shape_color"], seed=0, text_view=True)
-    result = evaluate(adapter, model, test, max_new_tokens=8)
+    result = heldout_accuracy(adapter, model, test, max_new_tokens=8)
     assert result.parsed > 0.9  # it learned the \boxed{} format
     colors = [p for p in test if p.meta["skill"] == "shape_color"]
     wrong = sum(result.answers[p.id] == get_skill("shape_color").mistake(p.meta["params"]) for p in colors)

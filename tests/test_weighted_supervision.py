@@ -116,7 +116,7 @@ def test_reliability_is_tracked_per_tag_with_the_overall_value_as_fallback():
             "reward": {"topology": "all_peers", "weighting": "agreement", "reliability_tag": "skill"},
         }
     )
-    sup = Supervision(cfg, all_peers(3), ["qwen", "internvl", "gemma"])
+    sup = Supervision(cfg.reward, all_peers(3), ["qwen", "internvl", "gemma"])
     answers = {
         "qwen": {"p1": ["1", "1"], "p2": ["5", "5"]},
         "internvl": {"p1": ["1", "1"], "p2": ["6", "6"]},
@@ -148,7 +148,7 @@ def test_an_agent_that_copies_a_peer_never_votes_itself_a_label():
     choices = dict.fromkeys(ids)
     for weighting in ("uniform", "agreement", "dawid_skene"):
         cfg = config_from_dict({**raw, "reward": {**raw["reward"], "weighting": weighting}})
-        supervision = Supervision(cfg, all_peers(3), names)
+        supervision = Supervision(cfg.reward, all_peers(3), names)
         rewards, labels = supervision.step(answers, ids, choices)
         assert set(labels["copier"].values()) == {None}, weighting
         assert all(r == [0.0] * 4 for r in rewards["copier"].values()), weighting
@@ -156,6 +156,6 @@ def test_an_agent_that_copies_a_peer_never_votes_itself_a_label():
     logged = supervision.metrics  # the logged estimate still reads every answer
     assert logged["copier"]["reliability/dawid_skene"] > 0.99 > 0.01 > logged["b"]["reliability/dawid_skene"]
     state = supervision.state_dict()
-    restored = Supervision(cfg, all_peers(3), names)
+    restored = Supervision(cfg.reward, all_peers(3), names)
     restored.load_state_dict(state)
     assert restored.state_dict() == state

@@ -30,7 +30,7 @@ def main(out: Path) -> None:
     from corl_vl.config import config_from_dict
     from corl_vl.data.synth import generate_problems, to_text_problem
     from corl_vl.rollout.hf import HFEngine
-    from corl_vl.train.agent import Agent
+    from corl_vl.train.agent import Agent, AgentSettings
     from corl_vl.train.backends import launch_backend
     from corl_vl.train.distributed import setup
     from model_adapters.registry import create_adapter
@@ -63,8 +63,8 @@ def main(out: Path) -> None:
     reading.label = "reads_module"
     own = Probe(adapter, copy.deepcopy(model))  # its own copy, synced: what vLLM is to the trainer
     own.label, own.reads_trainer_weights = "own_copy", False
-    agent = Agent("qwen", adapter, model, problems, cfg, engine=reading)
-    agent.backend = launch_backend(agent.backend, cfg, dist)
+    agent = Agent("qwen", adapter, model, problems, AgentSettings.of(cfg), engine=reading)
+    agent.backend = launch_backend(agent.backend, cfg.distributed, dist, cfg.train, cfg.optimizer)
     trainer = agent.model
     ids = dist.my_share([p.id for p in problems])
     for engine in (reading, own):

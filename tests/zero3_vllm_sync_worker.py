@@ -49,7 +49,7 @@ def main(out: Path) -> None:
     from corl_vl.rollout.vllm_engine import VLLMEngine
     from corl_vl.rollout.vllm_sync import checkpoint_format_weights, whole_weights
     from corl_vl.rollout.weight_checksum import engine_checksum, trainer_checksum
-    from corl_vl.train.agent import Agent
+    from corl_vl.train.agent import Agent, AgentSettings
     from corl_vl.train.backends import launch_backend
     from corl_vl.train.distributed import setup
     from model_adapters.registry import create_adapter
@@ -74,8 +74,8 @@ def main(out: Path) -> None:
         for i, p in enumerate(model.parameters()):
             p.add_(0.01 * (i % 7 + 1))
     problems = [to_text_problem(p) for p in generate_problems(2, seed=2)]
-    agent = Agent("qwen", adapter, model, problems, cfg, engine=engine)
-    agent.backend = launch_backend(agent.backend, cfg, dist)
+    agent = Agent("qwen", adapter, model, problems, AgentSettings.of(cfg), engine=engine)
+    agent.backend = launch_backend(agent.backend, cfg.distributed, dist, cfg.train, cfg.optimizer)
     gather = agent.backend.weight_gather
     # the checksum before the sync: the engine still holds the files' weights
     with whole_weights(agent.model, gather):

@@ -110,7 +110,10 @@ def sync_order(
     cohort = build_cohort(cfg, device=_device(), problems=view)
     agent = cohort.agents[0]
     # sized as training sizes it (context from the longest prompt, sleep level 2), every sync checksummed
-    sizing = {**vllm_sizing("solo", agent.adapter, agent.model, view, cfg), "weight_checksum": True}
+    sizing = {
+        **vllm_sizing("solo", agent.adapter, agent.model, view, cfg.rollout, cfg.grpo.max_new_tokens),
+        "weight_checksum": True,
+    }
     engine = _recording_vllm()(agent.adapter, gpu_memory_utilization=0.3, sleep_between_phases=True, **sizing)
     agent.engine = engine
     try:

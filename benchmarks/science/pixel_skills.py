@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from corl_vl.data.synth import generate_problems
-    from corl_vl.eval.greedy import blank_images, evaluate
+    from corl_vl.eval.greedy import blank_images, heldout_accuracy
     from corl_vl.science.warm_start import WarmStartSpec, train_warm_start
 
     torch.set_num_threads(1)
@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             t0 = time.perf_counter()
             adapter, net, record = train_warm_start(spec)
-            real = evaluate(adapter, net, val, max_new_tokens=12)
-            blank = evaluate(adapter, net, blank_images(val), max_new_tokens=12)
+            real = heldout_accuracy(adapter, net, val, max_new_tokens=12)
+            blank = heldout_accuracy(adapter, net, blank_images(val), max_new_tokens=12)
             row = {
                 "model": model,
                 "skill": skill,

@@ -229,14 +229,14 @@ def _tokens(s: str) -> list[str] | None:
     return tokens
 
 
-def evaluate(s: str, point: int = 0) -> Value | None:
+def expression_value(s: str, point: int = 0) -> Value | None:
     """The value of a simple expression at evaluation point 0, 1 (real) or 2 (``i`` = √−1); None when outside
     the grammar (or over 2,000 characters). Cached: gold answers are compared with many predictions."""
-    return None if len(s) > 2000 else _evaluate(s, point)
+    return None if len(s) > 2000 else _expression_value(s, point)
 
 
 @lru_cache(maxsize=1 << 16)
-def _evaluate(s: str, point: int) -> Value | None:
+def _expression_value(s: str, point: int) -> Value | None:
     if _WORD.search(_COMMAND.sub(" ", s)):
         return None
     tokens = _tokens(s)
@@ -268,12 +268,12 @@ def has_imaginary_unit(s: str) -> bool:
 def numeric_equal(gold: str, pred: str) -> bool | None:
     """False when the expressions differ at an evaluation point, True when they agree at both real points (and
     do not differ where ``i`` = √−1), else None."""
-    real = [_compare(evaluate(gold, point), evaluate(pred, point)) for point in (0, 1)]
+    real = [_compare(expression_value(gold, point), expression_value(pred, point)) for point in (0, 1)]
     if not (has_imaginary_unit(gold) or has_imaginary_unit(pred)):
         if False in real:
             return False
         return True if real == [True, True] else None
-    at_i = _compare(evaluate(gold, 2), evaluate(pred, 2))
+    at_i = _compare(expression_value(gold, 2), expression_value(pred, 2))
     if at_i is False:
         return False  # differ as complex numbers, hence also as polynomials in a symbol i
     return True if real == [True, True] and at_i is not False else None
@@ -286,5 +286,5 @@ def constant_value(s: str) -> float | None:
     """The real value of a constant expression (no variables, no i), e.g. ``\\frac{5\\pi^2}{4}``; else None."""
     if _VARIABLE.search(_COMMAND.sub(" ", s)):
         return None
-    value = evaluate(s, 0)
+    value = expression_value(s, 0)
     return value if isinstance(value, float) else None

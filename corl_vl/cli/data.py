@@ -146,7 +146,7 @@ def run_rephrase(args: argparse.Namespace) -> int:
 
 
 def _register_prepare(actions: argparse._SubParsersAction) -> None:
-    from corl_vl.data.recipes import RECIPES
+    from corl_vl.data.dataset_recipes import RECIPES
 
     listing = "; ".join(f"{r.name}: {r.hub_id} ({r.keep_description})" for r in RECIPES.values())
     parser = actions.add_parser(
@@ -171,7 +171,7 @@ def _register_prepare(actions: argparse._SubParsersAction) -> None:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
-    from corl_vl.data.recipes import get_recipe, prepare, split_recipe_name
+    from corl_vl.data.dataset_recipes import get_recipe, prepare, split_recipe_name
 
     if args.limit is not None and args.limit < 1:
         raise CorlError(f"--limit must be positive, got {args.limit}")

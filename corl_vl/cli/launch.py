@@ -9,7 +9,7 @@ Examples::
 Why a command and not a launcher of its own: torchrun (and srun around it) is the engine cluster users know; what
 corl-vl adds is the placement — how many processes each node runs (a node whose GPUs no agent uses runs fewer,
 and the plan says which GPUs are left over) — and the arguments that must agree on every node. The plan printed
-here is the one every rank computes at start (:mod:`corl_vl.train.placement`), given the same config.
+here is the one every rank computes at start (:mod:`corl_vl.train.rank_placement`), given the same config.
 Also here: the decision of ``corl-vl train`` to start its own processes on one node with several GPUs.
 """
 
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from corl_vl.cli import _launch_checks as checks
     from corl_vl.config import load_config
     from corl_vl.io import check_output_path, write_text_atomic
-    from corl_vl.train.placement import gpu_counts, place, simulated_nodes
+    from corl_vl.train.rank_placement import gpu_counts, place, simulated_nodes
 
     extra = args.train_args[1:] if args.train_args[:1] == ["--"] else list(args.train_args)
     checks.check_sizes(args.nodes, args.gpus_per_node, args.master_port)

@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     if args.config:
         cfg = load_config(args.config, overrides)
     else:
-        from corl_vl.data.recipes import pair_data_defaults
+        from corl_vl.data.dataset_recipes import pair_data_defaults
         from corl_vl.experiment import tiny_pair_experiment
 
         presets = [p.strip() for p in args.pair.split(",")]

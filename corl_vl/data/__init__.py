@@ -20,7 +20,7 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    # resolved on first use: importing a light submodule (corl_vl.data.recipes, for `corl-vl --help`) must not
+    # resolved on first use: importing a light submodule (corl_vl.data.dataset_recipes, for `corl-vl --help`) must not
     # pull in Pillow, datasets and the image code
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -1,6 +1,6 @@
 """Loading problems from the formats people keep them in: ``save_to_disk`` folders, parquet, JSON, JSONL,
 hub dataset ids and local copies of hub repositories (:mod:`corl_vl.data.hub`), and named recipes
-(:mod:`corl_vl.data.recipes`).
+(:mod:`corl_vl.data.dataset_recipes`).
 
 Training, evaluation and paired views all need the same thing — a list of :class:`Problem` with stable ids —
 from files whose column names differ. :class:`FieldMap` says which columns to use; everything else in a row
@@ -152,8 +152,8 @@ def _read_json(path: Path, id_column: str | None, limit: int | None) -> _Source:
 
 def _read_named(text: str, split: str | None, limit: int | None) -> _Source:
     """A recipe name (``mmr1-math[@split]``) or a hub id (``ORG/NAME[:config][@split]``)."""
+    from corl_vl.data.dataset_recipes import RECIPES, load_recipe_rows, split_recipe_name
     from corl_vl.data.hub import load_rows, parse_hub_id
-    from corl_vl.data.recipes import RECIPES, load_recipe_rows, split_recipe_name
 
     name, named_split = split_recipe_name(text)
     if name in RECIPES:

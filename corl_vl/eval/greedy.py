@@ -92,7 +92,7 @@ def greedy_engine(adapter: Any, model: Any, batch_size: int = 32) -> Any:
     return HFEngine(adapter, model, batch_size=batch_size)
 
 
-def evaluate(
+def heldout_accuracy(
     adapter: Any,
     model: Any,
     problems: Sequence[Problem],
@@ -134,8 +134,8 @@ def evaluate(
 
 
 def evaluate_checkpoint(path: str, problems: Sequence[Problem], **kwargs: Any) -> HeldoutResult:
-    """Load a checkpoint folder (or preset) and evaluate it (see :func:`evaluate`)."""
+    """Load a checkpoint folder (or preset) and evaluate it (see :func:`heldout_accuracy`)."""
     from model_adapters.registry import create_adapter
 
     adapter = create_adapter(path)
-    return evaluate(adapter, adapter.load_model(), problems, **kwargs)
+    return heldout_accuracy(adapter, adapter.load_model(), problems, **kwargs)

@@ -13,6 +13,7 @@ layer keeps its input (``wb``·h per token) and one layer's activations are rebu
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,7 @@ class Workload:
     weight_bytes: int  # 2 for bf16/fp16, 4 for fp32
     # bf16: the Torch backend stores only the masters' low halves (fp16: whole fp32 copies)
     split_masters: bool = True
+    group: int = 1  # consecutive rows per problem (grpo.k): they share one picture
 
 
 @dataclass(frozen=True)
@@ -102,9 +104,21 @@ def activations(f: ModelFacts, w: Workload) -> int:
     )
 
 
+def problems_per_micro_batch(micro_batch: int, group: int) -> int:
+    """The most problems one micro-batch of ``micro_batch`` consecutive rows holds when every problem brings
+    ``group`` consecutive rows (whole GRPO groups; a group whose advantages are all 0 is skipped whole)."""
+    period = math.lcm(micro_batch, group)
+    return min(
+        micro_batch,
+        max((s + micro_batch - 1) // group - s // group + 1 for s in range(0, period, micro_batch)),
+    )
+
+
 def vision_activations(f: ModelFacts, w: Workload) -> int:
-    """The vision tower's activations for one micro-batch's images."""
-    tokens = w.micro_batch * w.images * f.vision_tokens
+    """The vision tower's activations for one micro-batch's images: each problem's pictures once where the family
+    shares one encoding among a problem's rows (``f.shared_vision_pass``), else every row's."""
+    encoded = problems_per_micro_batch(w.micro_batch, w.group) if f.shared_vision_pass else w.micro_batch
+    tokens = encoded * w.images * f.vision_tokens
     return stack_activations(
         f.vision_layers,
         tokens,
@@ -116,7 +130,8 @@ def vision_activations(f: ModelFacts, w: Workload) -> int:
 
 
 def logprob_tail(f: ModelFacts, w: Workload, *, head_trained: bool) -> int:
-    """The chunked tail: one chunk's working set, plus one transient LM-head gradient when the head trains."""
+    """The chunked tail: one chunk's working set, plus one transient LM-head gradient when the head trains.
+    Per row whether or not pictures are shared: each row scores its own completion tokens."""
     head_grad = f.vocab * f.hidden * w.weight_bytes if head_trained else 0
     return min(LOGPROB_CHUNK_BYTES, 12 * f.vocab * w.micro_batch * w.completion) + head_grad
 

@@ -6,12 +6,11 @@ here."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.io import read_json_file
 from corl_vl.train.training_defaults import checkpointing_on
 from model_adapters.memory_facts import memory_facts
 
@@ -26,17 +25,18 @@ def _facts(agent: Any) -> Any:
     return memory_facts(agent.model, adapter=agent.adapter, adapter_kwargs=agent.adapter_kwargs)
 
 
-def _zero_settings(cfg: Any) -> tuple[int, bool]:
-    """(ZeRO stage, optimizer offload) of the config's DeepSpeed JSON, 0 without DeepSpeed."""
-    path = cfg.distributed.deepspeed
+def _zero_settings(settings: Any) -> tuple[int, bool]:
+    """(ZeRO stage, optimizer offload) of the ``distributed`` section's DeepSpeed JSON, 0 without DeepSpeed."""
+    path = settings.deepspeed
     if not path:
         return 0, False
-    try:
-        raw = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as err:
-        raise CorlError(f"distributed.deepspeed: cannot read {path} ({err})") from None
+    raw = read_json_file(path, "distributed.deepspeed")
+    if not isinstance(raw, dict):
+        raise CorlError(
+            f"distributed.deepspeed: {path} holds JSON {type(raw).__name__}, not an object of DeepSpeed settings"
+        )
     zero = raw.get("zero_optimization", {})
-    stage = cfg.distributed.zero_stage or int(zero.get("stage", 0))
+    stage = settings.zero_stage or int(zero.get("stage", 0))
     offload = (zero.get("offload_optimizer") or {}).get("device", "none") == "cpu"
     return stage, offload
 
@@ -47,7 +47,7 @@ def plan_for_config(
     """The plan of ``cfg`` on ``gpus`` devices of ``gpu_memory`` bytes each (``levers``: Settings overrides)."""
     if gpus < 1 or gpu_memory <= 0:
         raise CorlError(f"plan: need at least one GPU with memory (got {gpus} × {gpu_memory} bytes)")
-    stage, offload = _zero_settings(cfg)
+    stage, offload = _zero_settings(cfg.distributed)
     settings = Settings(
         gpus=gpus,
         gpu_memory=gpu_memory,

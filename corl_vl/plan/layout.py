@@ -9,7 +9,7 @@ the layout from :func:`process_layout` (arithmetic on counts: no torch, no devic
   the idle ones' engines sleep, their masters and AdamW moments wait in host memory);
 - with DeepSpeed (ZeRO-2/3), agent i gets a block of consecutive GPUs, one process (rank) per GPU: its
   ``agents[i].gpus``, else an equal share of what the others leave (the first agents one more when uneven;
-  :func:`corl_vl.train.placement.gpu_counts`). No GPU is shared.
+  :func:`corl_vl.train.rank_placement.gpu_counts`). No GPU is shared.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def process_layout(
             f"distributed.deepspeed: {n_agents} agents need at least {n_agents} GPUs (a block each), {gpus} "
             "given; drop it (--set distributed.deepspeed=null) to have the agents take turns"
         )
-    from corl_vl.train.placement import gpu_counts  # pure arithmetic, as this module
+    from corl_vl.train.rank_placement import gpu_counts  # pure arithmetic, as this module
 
     counts = gpu_counts(requests, gpus)
     processes, start = [], 0

@@ -69,7 +69,14 @@ def _agent_plan(cfg: Any, s: Settings, layout: ProcessLayout, index: int, f: Any
     images = IMAGES_PER_PROMPT if f.image_tokens else 0
     seq = PROMPT_TEXT_TOKENS + cfg.grpo.max_new_tokens + images * f.image_tokens
     work = ar.Workload(
-        s.micro_batch, seq, cfg.grpo.max_new_tokens, images, s.checkpointing, wb, dtype == "bfloat16"
+        s.micro_batch,
+        seq,
+        cfg.grpo.max_new_tokens,
+        images,
+        s.checkpointing,
+        wb,
+        dtype == "bfloat16",
+        group=cfg.grpo.k,
     )
     gpus = layout.gpus_of(index)
     sharding = ar.Sharding(len(gpus), s.zero_stage if layout.deepspeed else 0, s.offload_optimizer)
@@ -103,7 +110,9 @@ def _agent_plan(cfg: Any, s: Settings, layout: ProcessLayout, index: int, f: Any
     )
     weights = f.parameters * wb
     if cfg.rollout.engine in ("vllm", "auto"):
-        kv_one = ar.kv_cache(f, vllm_len(cfg, seq), wb)  # one full sequence at the engine's context
+        kv_one = ar.kv_cache(
+            f, vllm_len(cfg.rollout, cfg.grpo.max_new_tokens, seq), wb
+        )  # one full sequence at the engine's context
         share = int(s.gpu_memory_utilization * s.gpu_memory)
         plan.vllm_needed = weights + kv_one + ar.VLLM_OVERHEAD
         plan.concurrent = ar.vllm_concurrency(weights, kv_one, share, plan.sequences)
@@ -163,13 +172,13 @@ def _notes(cfg: Any, s: Settings, layout: ProcessLayout, agents: list[AgentPlan]
     return notes
 
 
-def vllm_len(cfg: Any, seq: int) -> int:
+def vllm_len(rollout: Any, max_new_tokens: int, seq: int) -> int:
     """The context the engine is built with: ``rollout.max_model_len``, else what the trainer computes from the
     longest prompt (:func:`~corl_vl.rollout.sizing.default_max_model_len`), here with the plan's estimated
     prompt (text + one image's tokens)."""
-    if cfg.rollout.max_model_len is not None:
-        return int(cfg.rollout.max_model_len)
-    return default_max_model_len(seq - cfg.grpo.max_new_tokens, cfg.grpo.max_new_tokens)
+    if rollout.max_model_len is not None:
+        return int(rollout.max_model_len)
+    return default_max_model_len(seq - max_new_tokens, max_new_tokens)
 
 
 def torch_backend(s: Settings) -> bool:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corl_vl.errors import CorlError
 from corl_vl.rewards.boundary import guarded
 from corl_vl.rewards.registry import RewardInputs, Rewards, RewardSpec, StepRewards, get_reward
+
+if TYPE_CHECKING:  # types only: config_validation reads the reward registry, not the other way round
+    from corl_vl.config import RewardConfig
 
 
 def add_weighted(total: Rewards, part: Rewards, weight: float) -> Rewards:
@@ -44,12 +47,12 @@ def parse_combine(entries: Sequence[Any]) -> list[tuple[str, float]]:
     return parsed
 
 
-def step_reward(cfg: Any) -> RewardSpec:
+def step_reward(reward: RewardConfig) -> RewardSpec:
     """The reward the cohort trains with: ``reward.name``, plus ``reward.combine``'s weighted parts."""
     # a plug-in (the user's code) runs behind the boundary: read-only inputs, its output checked
-    main = guarded(cfg.reward.name, get_reward(cfg.reward.name))
-    parts = [(guarded(name, get_reward(name)), weight) for name, weight in parse_combine(cfg.reward.combine)]
-    for (name, _), (spec, _) in zip(parse_combine(cfg.reward.combine), parts):
+    main = guarded(reward.name, get_reward(reward.name))
+    parts = [(guarded(name, get_reward(name)), weight) for name, weight in parse_combine(reward.combine)]
+    for (name, _), (spec, _) in zip(parse_combine(reward.combine), parts):
         if spec.uses_peers or spec.paired_views or spec.make_state is not None:
             raise CorlError(f"reward.combine: '{name}' votes or keeps state; only reward.name may")
     if not parts:

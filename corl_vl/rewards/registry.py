@@ -140,7 +140,7 @@ def reward_names() -> list[str]:
 
 
 def _supervision(cfg: Any, topology: Any, names: list[str]) -> Any:
-    return Supervision(cfg, topology, names)
+    return Supervision(cfg.reward, topology, names)  # Co-RL's state reads the reward section only
 
 
 @register_reward(

@@ -14,13 +14,16 @@ Every rank holds every agent's answers for all ids, so every rank computes the s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corl_vl.answers.equivalence import equivalent
 from corl_vl.rewards import match_rewards, peer_pseudo_labels
 from corl_vl.rewards.peer import weighted_peer_rewards
 from corl_vl.rewards.reliability import ReliabilityTracker, cluster_cohort, estimate
 from corl_vl.rewards.topology import Topology
+
+if TYPE_CHECKING:  # types only: config_validation reads the reward registry, not the other way round
+    from corl_vl.config import RewardConfig
 
 ESTIMATORS = ("agreement", "dawid_skene")
 Answers = Mapping[str, Sequence[str | None]]
@@ -29,12 +32,12 @@ Answers = Mapping[str, Sequence[str | None]]
 class Supervision:
     """Turns every agent's answers into every agent's labels and rewards, tracking reliability across steps."""
 
-    def __init__(self, cfg: Any, topology: Topology, names: Sequence[str]) -> None:
-        """``cfg``: the cohort config (its ``reward`` section)."""
-        self.cfg = cfg
+    def __init__(self, settings: RewardConfig, topology: Topology, names: Sequence[str]) -> None:
+        """``settings``: the config's ``reward`` section (estimator, weighting, peer reward, reliability EMA)."""
+        self.settings = settings
         self.topology = topology
         self.names = list(names)
-        decay, n = cfg.reward.reliability_ema, len(names)
+        decay, n = settings.reliability_ema, len(names)
         # logged: every agent's reliability from all answers; weighting agent i's supervisors: estimates made
         # without agent i's answers (leave-one-out), so an agent that copies a peer cannot vote itself a label
         self.trackers = {kind: ReliabilityTracker(n, decay) for kind in ESTIMATORS}
@@ -51,7 +54,7 @@ class Supervision:
         gold: Mapping[str, str] | None = None,
     ) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, str | None]]]:
         """``(rewards[name][pid], labels[name][pid])`` for every agent over ``ids``; fills :attr:`metrics`."""
-        tp, soft = self.cfg.reward, self.cfg.reward.peer_reward == "soft"
+        tp, soft = self.settings, self.settings.peer_reward == "soft"
         ordered = [{pid: answers[name][pid] for pid in ids} for name in self.names]
         reliability = self._update_reliability(ordered, ids, choices, tags or {})
         self.metrics = {name: {} for name in self.names}
@@ -118,7 +121,7 @@ class Supervision:
         reliability: Sequence[Mapping[str, Sequence[float | None]]] | None,
         choices: Mapping[str, Sequence[str] | None],
     ) -> tuple[list[dict[str, list[float]]], list[dict[str, str | None]]]:
-        tp = self.cfg.reward
+        tp = self.settings
         if weighting == "uniform" and not soft and tp.min_weight_share == 0.0:  # the plain Co-RL vote
             votes = peer_pseudo_labels(
                 answers, self.topology, choices=choices, tie_policy=tp.ties, min_share=tp.min_share
@@ -146,7 +149,7 @@ class Supervision:
     ) -> None:
         """Monitoring only: the hard labels' accuracy (over labelled problems) and coverage that each weighting
         would give on this step's answers."""
-        tp = self.cfg.reward
+        tp = self.settings
         checked = [pid for pid in ids if gold.get(pid) is not None]
         if not checked:
             return

@@ -78,7 +78,7 @@ def engine_kwargs(
     max_images_per_prompt: int = 1,
 ) -> dict[str, Any]:
     """The ``vllm.LLM(...)`` arguments for one rank's engine (with T > 1: this rank's shard of its TP group,
-    the T consecutive ranks ``corl_vl.train.placement`` aligned the agent's ranks to); ``engine_args`` override
+    the T consecutive ranks ``corl_vl.train.rank_placement`` aligned the agent's ranks to); ``engine_args`` override
     any of them."""
     kwargs: dict[str, Any] = {
         **adapter.vllm_engine_kwargs(

@@ -24,31 +24,43 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from corl_vl.config import AgentConfig, CohortConfig
+from corl_vl.config import AgentConfig, CohortConfig, GrpoConfig, OptimizerConfig, RolloutConfig, TrainConfig
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.rollout import Rollout, RolloutEngine
 from corl_vl.rollout.base import engine_errors
 from corl_vl.train import minibatches
 from corl_vl.train.agent_rollout import build_engine, run_rollout
+from corl_vl.train.agent_update import optimizer_step
 from corl_vl.train.backends import TorchBackend, TrainingBackend
-from corl_vl.train.batch import Batch, fit_width, length_mask
-from corl_vl.train.grpo import LossSpec, Normalizer, importance_weights, masked_mean, policy_loss
+from corl_vl.train.batch import Batch, fit_width
+from corl_vl.train.grpo import LossSpec, importance_weights
 from corl_vl.train.lora import prepare_training
 from corl_vl.train.minibatches import batch_rows, merge_updates, mini_batches, old_rows
 from corl_vl.train.rollout_correction import resolve_correction
 from corl_vl.train.training_defaults import apply_training_defaults
 from model_adapters.registry import create_adapter
 
-_log = logging.getLogger(__name__)
+
+@dataclasses.dataclass(frozen=True)
+class AgentSettings:
+    """The config sections an agent reads (its update, its engine, its optimizer, its schedule), not the whole
+    cohort config: the cohort builds one with :meth:`of`."""
+
+    grpo: GrpoConfig
+    rollout: RolloutConfig
+    optimizer: OptimizerConfig
+    train: TrainConfig
+
+    @classmethod
+    def of(cls, cfg: CohortConfig) -> AgentSettings:
+        return cls(cfg.grpo, cfg.rollout, cfg.optimizer, cfg.train)
 
 
 class Agent:
@@ -60,7 +72,7 @@ class Agent:
         adapter: Any,
         model: Any,
         view: Sequence[Problem],
-        cfg: CohortConfig,
+        settings: AgentSettings,
         *,
         lr: float | None = None,
         importance_ratio_cap: float | None = None,
@@ -70,22 +82,26 @@ class Agent:
         self.name = name
         self.adapter = adapter
         self.model = model
-        self.cfg = cfg
+        self.settings = settings
         self.view = {p.id: p for p in view}
         if len(self.view) != len(view):
             raise CorlError(f"agent {name}: its data view has duplicate problem ids")
         self.ref_model = ref_model
-        self.lr = cfg.train.lr if lr is None else lr
+        self.lr = settings.train.lr if lr is None else lr
         # distributed runs swap in a DeepSpeedBackend over the same model and optimizer (Cohort.from_config)
         # the schedule counts optimizer steps: grpo.updates_per_batch of them per cohort step
-        schedule = dataclasses.replace(cfg.train, max_steps=cfg.train.max_steps * cfg.grpo.updates_per_batch)
-        self.backend: TrainingBackend = TorchBackend(model, schedule, lr=self.lr, optimizer=cfg.optimizer)
-        self.engine = engine or build_engine(name, adapter, model, view, cfg)
+        train, grpo = settings.train, settings.grpo
+        schedule = dataclasses.replace(train, max_steps=train.max_steps * grpo.updates_per_batch)
+        self.backend: TrainingBackend = TorchBackend(
+            model, schedule, lr=self.lr, optimizer=settings.optimizer
+        )
+        self.engine = engine or build_engine(
+            name, adapter, model, view, settings.rollout, grpo.max_new_tokens
+        )
         self._engine_asleep = False  # engines start awake, holding the weights the trainer starts from
         self._engine_stale = False
         self.position: Callable[[], str] | None = None  # where the run is, for error lines (NonFiniteStop)
         self.sync_seconds = 0.0  # time spent in weight syncs since the last take_sync_seconds()
-        grpo = cfg.grpo
         # (mode, threshold): the family's default unless grpo.rollout_correction / a cap says otherwise
         self.correction, self.importance_ratio_cap = resolve_correction(
             grpo.rollout_correction,
@@ -99,7 +115,7 @@ class Agent:
     def from_config(
         cls,
         agent_cfg: AgentConfig,
-        cfg: CohortConfig,
+        settings: AgentSettings,
         view: Sequence[Problem],
         *,
         device: str,
@@ -110,15 +126,17 @@ class Agent:
                 agent_cfg.model, adapter=agent_cfg.adapter, **agent_cfg.adapter_options()
             )
         model = adapter.load_model(device=device)
-        apply_training_defaults(model, cfg.train, device)  # checkpointing on GPU, dropout zeroed
+        apply_training_defaults(model, settings.train, device)  # checkpointing on GPU, dropout zeroed
         model.train()
-        ref = prepare_training(model, adapter, agent_cfg, cfg, device=device)  # LoRA, train.freeze, KL ref
+        ref = prepare_training(  # LoRA, train.freeze, KL reference
+            model, adapter, agent_cfg, freeze=settings.train.freeze, beta=settings.grpo.beta, device=device
+        )
         return cls(
             agent_cfg.name,
             adapter,
             model,
             view,
-            cfg,
+            settings,
             lr=agent_cfg.lr,
             importance_ratio_cap=agent_cfg.importance_ratio_cap,
             ref_model=ref,
@@ -153,7 +171,7 @@ class Agent:
     ) -> Any:
         """No-grad logprobs and entropies of completions under the trainer (or ``model``): CompletionLogprobs."""
         weights = self.backend.inference_weights() if model is None else contextlib.nullcontext()
-        size = self.cfg.grpo.micro_batch_size
+        size = self.settings.grpo.micro_batch_size
         # scored in length order (less padding, corl_vl.train.minibatches), handed back in the caller's order
         order, back = minibatches.length_order(prompts, completions, size)
         with torch.no_grad(), weights:
@@ -161,7 +179,7 @@ class Agent:
                 model or self.model,
                 [prompts[i] for i in order],
                 [completions[i] for i in order],
-                temperature=self.cfg.grpo.temperature or 1.0,
+                temperature=self.settings.grpo.temperature or 1.0,
                 micro_batch_size=size,
                 with_entropy=True,
             )
@@ -176,7 +194,7 @@ class Agent:
         forward less). Several updates need the weights before the first step, so the pass runs here if the
         caller did not; from the second update on the ratio leaves 1 and the clipping applies.
         """
-        n = self.cfg.grpo.updates_per_batch
+        n = self.settings.grpo.updates_per_batch
         old = fit_width(old, batch.rollout_logprobs.shape[1])  # rows selected after the pass (module doc)
         if n == 1:
             metrics = self._optimizer_step(batch, old)
@@ -187,121 +205,13 @@ class Agent:
             old = self.score(batch.prompts, batch.completions)
         self.last_updates = [
             self._optimizer_step(batch_rows(batch, index), old_rows(old, index))
-            for index in mini_batches(len(batch.prompts), group_size or self.cfg.grpo.k, n)
+            for index in mini_batches(len(batch.prompts), group_size or self.settings.grpo.k, n)
         ]
         return merge_updates(self.last_updates)
 
     def _optimizer_step(self, batch: Batch, old: Any = None) -> dict[str, float]:
-        """One optimizer step on ``batch`` (see :meth:`update`)."""
-        grpo = self.cfg.grpo
-        device = next(self.model.parameters()).device
-        advantages = batch.advantages.to(device)
-        mask = (old.mask if old is not None else length_mask(batch.completions)).to(device, torch.float32)
-        metrics: dict[str, float] = {}
-        if old is not None and old.entropy is not None:
-            metrics["entropy"] = masked_mean(old.entropy, mask)
-        # an empty completion (cut at an image placeholder) has no token to carry a gradient: never trained
-        rows = [
-            i
-            for i in range(len(batch.prompts))
-            if batch.completions[i]
-            and (self.loss_spec.beta > 0 or advantages[i] != 0)
-            and (batch.trained is None or bool(batch.trained[i]))
-        ]
-        reference_logprobs = None
-        if self.loss_spec.beta > 0:
-            reference_logprobs = self.score(batch.prompts, batch.completions, model=self.ref_model).logprobs
-        rollout_logprobs = batch.rollout_logprobs.to(device)
-        micro_batch_size = grpo.micro_batch_size
-        lengths = minibatches.row_lengths(batch.prompts, batch.completions)
-        micro = minibatches.length_micro_batches(lengths, rows, micro_batch_size)  # exact for every loss
-        micro_batches = len(micro)
-        normalizer = Normalizer.of(mask)
-        if batch.trained is not None:  # rows left out of the loss are left out of its totals too (as TRL)
-            kept = batch.trained.to(device, torch.float32)
-            normalizer = Normalizer(int(kept.sum()), int((mask * kept[:, None]).sum()))
-        plan = self.backend.plan(normalizer, micro_batches, len(rows))
-        if plan.group_rows == 0:  # nothing trains anywhere in the agent's group: no forward at all
-            _log.info("agent %s: every advantage is 0 this step; update skipped (no forward)", self.name)
-
-        # the trainer's logprobs (the no-grad pass's, or filled in per micro-batch from the gradient pass) and
-        # the rollout's, made safe for the ratio where non-finite (``replaced`` marks those tokens)
-        if old is not None:
-            trainer_logprobs = old.logprobs
-            contained, replaced = self._contained(rollout_logprobs, trainer_logprobs, mask)
-        else:
-            trainer_logprobs = torch.zeros_like(mask)
-            contained, replaced = rollout_logprobs.clone(), torch.zeros_like(mask, dtype=torch.bool)
-
-        self.model.train()
-        self.backend.zero_grad()
-        loss_total, parts = 0.0, []
-        for index in micro:
-            current = self.adapter.completion_logprobs(
-                self.backend.train_module,
-                [batch.prompts[i] for i in index],
-                [batch.completions[i] for i in index],
-                temperature=grpo.temperature or 1.0,
-                micro_batch_size=micro_batch_size,
-                **({"with_entropy": True} if self.loss_spec.entropy_coef else {}),  # the bonus's gradient
-            )
-            width = current.logprobs.shape[1]
-            selected = torch.tensor(index, device=device)
-            if old is None:
-                trainer_logprobs[selected, :width] = current.logprobs.detach()
-                contained[selected, :width], replaced[selected, :width] = self._contained(
-                    rollout_logprobs[selected, :width], current.logprobs.detach(), mask[selected, :width]
-                )
-            old_part = trainer_logprobs[selected, :width]
-            rho = None
-            if self.importance_ratio_cap is not None:
-                rho = self._is_weights(old_part, contained[selected, :width], mask[selected, :width]).rho
-            loss, part_metrics = policy_loss(
-                current.logprobs,
-                old_part,
-                advantages[selected],
-                mask[selected, :width],
-                self.loss_spec,
-                ref_logprobs=None if reference_logprobs is None else reference_logprobs[selected, :width],
-                rho=rho,
-                entropy=current.entropy,
-                normalizer=plan.normalizer,
-            )
-            self.backend.backward(loss)
-            loss_total += float(loss.detach())
-            parts.append((float(mask[selected].sum()), part_metrics))
-        metrics["lr"] = self.backend.optimizer.param_groups[0]["lr"]
-        finite_loss = math.isfinite(loss_total)
-        # passed only when needed, so a backend written before the option needs no new keyword
-        extra = {} if finite_loss else {"finite_loss": False}
-        grad_norm = self.backend.step(plan, zero_loss=lambda: self._zero_loss(batch), **extra)
-        # non-finite: the backend skipped the optimizer step; say which agent, and count it (train/nonfinite.py)
-        nonfinite = not (finite_loss and math.isfinite(grad_norm))
-        if nonfinite:
-            what = "loss" if not finite_loss else "gradient norm"
-            message = "agent %s: non-finite %s (loss %s, gradient norm %s); optimizer step skipped"
-            _log.warning(message, self.name, what, loss_total, grad_norm)
-
-        # importance-ratio statistics over the completions the trainer scored (all of them, or the trained rows)
-        scored_rows = list(range(len(batch.prompts))) if old is not None else rows
-        if scored_rows:
-            scored = torch.tensor(scored_rows, device=device)
-            weights = self._is_weights(trainer_logprobs[scored], contained[scored], mask[scored])
-            metrics.update(weights.metrics)
-        metrics["is/nonfinite_tokens"] = float(replaced.sum())
-        metrics.update({"loss": loss_total, "grad_norm": grad_norm, "trained_rows": float(len(rows))})
-        metrics["update/skipped"] = float(plan.group_rows == 0)
-        metrics["update/nonfinite"] = float(nonfinite)
-        # perf/padding_share: padded ÷ computed tokens of the gradient pass (right-padded micro-batches)
-        padded, computed = minibatches.padding_tokens(lengths, micro)
-        metrics.update({"perf/padded_tokens": float(padded), "perf/update_tokens": float(computed)})
-        metrics["perf/padding_share"] = padded / computed if computed else 0.0
-        total = sum(w for w, _ in parts)
-        for key in ("clip/frac", "clip/low_frac", "clip/high_frac", "kl", "ratio/mean"):
-            values = [(w, m[key]) for w, m in parts if key in m]
-            if values:
-                metrics[key] = sum(w * v for w, v in values) / max(total, 1.0)
-        return metrics
+        """One optimizer step on ``batch`` (see :meth:`update`; its steps: :mod:`corl_vl.train.agent_update`)."""
+        return optimizer_step(self, batch, old)
 
     last_updates: list[dict[str, float]] = []  # the last update()'s metrics per optimizer step (tests)
 
@@ -325,7 +235,7 @@ class Agent:
             self.backend.train_module,
             batch.prompts[row : row + 1],
             batch.completions[row : row + 1],
-            temperature=self.cfg.grpo.temperature or 1.0,
+            temperature=self.settings.grpo.temperature or 1.0,
             micro_batch_size=1,
         )
         return current.logprobs.sum() * 0.0

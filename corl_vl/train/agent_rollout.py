@@ -12,8 +12,16 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from corl_vl.config import RolloutConfig
 from corl_vl.errors import CorlError
-from corl_vl.rollout import Rollout, RolloutEngine, create_engine, resolve_engine
+from corl_vl.rollout import (
+    Rollout,
+    RolloutEngine,
+    check_one_vllm_engine_per_process,
+    create_engine,
+    planned_engine,
+    resolve_engine,
+)
 from corl_vl.rollout.hf import NonFiniteLogits
 from corl_vl.rollout.sizing import (
     check_images,
@@ -28,9 +36,11 @@ from corl_vl.train.prompt_room import check_prompt_room
 _log = logging.getLogger("corl_vl.train.agent")
 
 
-def build_engine(name: str, adapter: Any, model: Any, view: Sequence[Any], cfg: Any) -> RolloutEngine:
-    """The engine ``cfg.rollout`` names for this agent (``auto``: by model size), sized to its ``view``."""
-    rollout = cfg.rollout
+def build_engine(
+    name: str, adapter: Any, model: Any, view: Sequence[Any], rollout: RolloutConfig, max_new_tokens: int
+) -> RolloutEngine:
+    """The engine ``rollout`` (the config's section) names for this agent (``auto``: by model size), sized to
+    its ``view`` and ``max_new_tokens`` (``grpo.max_new_tokens``)."""
     kind, why = resolve_engine(rollout.engine, model, vllm_min_params=rollout.vllm_min_params)
     _log.info("agent %s: rollout engine %s (%s)", name, kind, why)
     options: dict[str, Any] = {
@@ -46,8 +56,21 @@ def build_engine(name: str, adapter: Any, model: Any, view: Sequence[Any], cfg: 
             import torch
 
             check_vllm_device(name, device.index or 0, torch.cuda.current_device())
-        options.update(vllm_sizing(name, adapter, model, view, cfg))
+        options.update(vllm_sizing(name, adapter, model, view, rollout, max_new_tokens))
     return create_engine(kind, adapter, model, **options)
+
+
+def refuse_two_vllm_engines(rollout: RolloutConfig, adapters: dict[str, Any], homes: dict[int, Any]) -> None:
+    """Before any model loads: one process on a GPU holds at most one vLLM engine (its sleep allocator is one per
+    process, so one agent's sleep would free the other's memory). ``adapters``: each agent's by name;
+    ``homes``: each agent index's device."""
+    if not any(str(home).startswith("cuda") for home in homes.values()):
+        return
+    planned = {
+        name: planned_engine(rollout.engine, adapter, vllm_min_params=rollout.vllm_min_params)
+        for name, adapter in adapters.items()
+    }
+    check_one_vllm_engine_per_process(planned, "cuda")
 
 
 def check_vllm_device(name: str, index: int, current: int) -> None:
@@ -61,13 +84,14 @@ def check_vllm_device(name: str, index: int, current: int) -> None:
         )
 
 
-def vllm_sizing(name: str, adapter: Any, model: Any, view: Sequence[Any], cfg: Any) -> dict[str, Any]:
+def vllm_sizing(
+    name: str, adapter: Any, model: Any, view: Sequence[Any], rollout: RolloutConfig, max_new: int
+) -> dict[str, Any]:
     """vLLM's options for training on ``view``: image limit (checked on every problem), context length
     (``rollout.max_model_len``, or the longest prompt rendered here + ``grpo.max_new_tokens``), sleep level 2
     (the agent syncs the weights after every update), and the post-sync checksum."""
     from corl_vl.eval.generate import context_length
 
-    rollout, max_new = cfg.rollout, cfg.grpo.max_new_tokens
     try:
         check_images(view, rollout.max_images_per_prompt)
     except CorlError as err:
@@ -119,12 +143,12 @@ def run_rollout(
     """:meth:`corl_vl.train.agent.Agent.rollout`: encode (unless given), sample, check the ids came back."""
     problems = agent.problems(ids)
     prompts = list(prompts) if prompts is not None else agent.encode(ids)
-    grpo = agent.cfg.grpo
+    grpo = agent.settings.grpo
     check_prompt_room(agent.name, agent.model, prompts, grpo.max_new_tokens)
     engine = agent.prepare_engine()
     # passed only when set, so an engine written before the option needs no new keyword
     extra: dict[str, Any] = {"min_new_tokens": grpo.min_new_tokens} if grpo.min_new_tokens else {}
-    stream = rank_stream(agent.backend, agent.cfg.rollout.tensor_parallel_size)
+    stream = rank_stream(agent.backend, agent.settings.rollout.tensor_parallel_size)
     if stream[1] > 1:
         extra["seed_stream"] = stream
     samples = grpo.votes or grpo.k  # grpo.votes: more completions for the vote, k of them trained

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import torch
 
-from corl_vl.config import OptimizerConfig, TrainConfig
+from corl_vl.config import DistributedConfig, OptimizerConfig, TrainConfig
 from corl_vl.errors import CorlError
 from corl_vl.train.deepspeed_setup import collective_device, deepspeed_config, deepspeed_engine
 from corl_vl.train.grpo import Normalizer
@@ -63,27 +63,25 @@ class StepPlan:
     group_rows: int
 
 
-def launch_backend(backend: TorchBackend, cfg: Any, dist: Any) -> TrainingBackend:
+def launch_backend(
+    backend: TorchBackend, settings: DistributedConfig, dist: Any, train: TrainConfig, optim: OptimizerConfig
+) -> TrainingBackend:
     """The backend an agent trains with in this launch: ``backend`` itself in one process; in a multi-process
-    launch (``dist``) the distributed backend the config names — a new backend adds its case here."""
+    launch (``dist``) the distributed backend ``settings`` (the ``distributed`` section) names — a new backend
+    adds its case here (``train.grad_clip`` and ``optimizer.offload`` carry over)."""
     if dist is None:
         return backend
-    settings = cfg.distributed
-    if not settings.deepspeed and dist.group_size == 1:  # an agent alone in its world: nothing to shard
-        return backend
+    # an agent alone in its world: nothing to shard (more ranks without a file: train/launch_support.py refuses)
     if not settings.deepspeed:
-        raise CorlError(
-            f"distributed.deepspeed: an agent on {dist.group_size} ranks needs a DeepSpeed config "
-            "(e.g. --set distributed.deepspeed=configs/deepspeed/zero2.json)"
-        )
+        return backend
     dtype = str(next(backend.model.parameters()).dtype).removeprefix("torch.")
     ds_config = deepspeed_config(
         settings.deepspeed,
         zero_stage=settings.zero_stage,
-        grad_clip=cfg.train.grad_clip,
+        grad_clip=train.grad_clip,
         group_size=dist.group_size,
         dtype=dtype,
-        offload=cfg.optimizer.offload,  # DeepSpeed's offload_optimizer: the same CPU-memory placement
+        offload=optim.offload,  # DeepSpeed's offload_optimizer: the same CPU-memory placement
     )
     # DeepSpeed's own overflow check is what keeps a non-finite gradient out of the weights (see step)
     bf16, zero = ds_config.get("bf16") or {}, ds_config.get("zero_optimization") or {}

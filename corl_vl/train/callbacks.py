@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corl_vl.errors import CorlError
 from corl_vl.train.checkpoint import prune_checkpoints, save_checkpoint
@@ -24,6 +24,9 @@ from corl_vl.train.loop import Callback, StepMetrics, TrainingRun
 from corl_vl.train.progress import FirstStepCheck, NothingTrainedCheck, PlainProgress, ProgressBar
 from corl_vl.train.reporting import clean_value, metrics_path
 from corl_vl.train.stall import StallMonitor
+
+if TYPE_CHECKING:
+    from corl_vl.data.sources import SyntheticScope
 
 
 class MetricsLog(Callback):
@@ -184,11 +187,13 @@ def standard_callbacks(
     progress: bool = True,
     resumed_at_end: bool = False,
     dist: Any = None,
+    scope: SyntheticScope | None = None,
 ) -> list[Callback]:
     """What ``corl-vl train`` runs with, in this order: periodic evaluation (``eval.every``; its results join
     the step's metrics), stall detection, metrics files (each agent's group leader writes its agent's), global
     rank 0's progress (a bar on a terminal, else a plain line every few steps) and first-step check, the
-    stall stop, the non-finite stop, checkpoints."""
+    stall stop, the non-finite stop, checkpoints. ``scope``: the synthetic validation problems' skills and view
+    (an experiment's own, :class:`corl_vl.experiment.Experiment`)."""
     from corl_vl.train.nonfinite import NonFiniteStop
     from corl_vl.train.validation import PeriodicEval
 
@@ -197,7 +202,7 @@ def standard_callbacks(
     main = dist is None or dist.is_main
     stall = StallDetection(cfg.train.stall_steps, dist)
     wanted = cfg.eval.every or cfg.eval.at_start
-    validation = PeriodicEval.from_config(cohort, run_dir) if wanted else None
+    validation = PeriodicEval.from_config(cohort, run_dir, scope) if wanted else None
     callbacks: list[Callback] = [validation] if validation is not None else []
     sinks = MetricsLog(run_dir, writers, cfg.train.report_to)
     callbacks += [stall, sinks]

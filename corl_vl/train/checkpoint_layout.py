@@ -23,9 +23,8 @@ from corl_vl.io import write_text_atomic
 
 CHECKPOINTS = "checkpoints"
 
-FORMAT = (
-    3  # 1: pickled *.pt state; 2: safetensors + JSON inside the agent folder; 3: state/<agent>/ beside it
-)
+# 1: pickled *.pt state; 2: safetensors + JSON inside the agent folder; 3: state/<agent>/ beside it
+FORMAT = 3
 STATE = "state"
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")  # a path component that stays inside its folder
 

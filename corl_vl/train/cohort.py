@@ -33,9 +33,9 @@ from corl_vl.rewards.co_rewarding import twins_of, with_twins
 from corl_vl.rewards.combine import step_reward
 from corl_vl.rewards.registry import RewardInputs, get_reward
 from corl_vl.rewards.topology import Topology, from_config
-from corl_vl.rollout import check_one_vllm_engine_per_process, planned_engine
 from corl_vl.train import dynamic, reward_shaping, subsets
-from corl_vl.train.agent import Agent, Batch
+from corl_vl.train.agent import Agent, AgentSettings, Batch
+from corl_vl.train.agent_rollout import refuse_two_vllm_engines
 from corl_vl.train.backends import launch_backend
 from corl_vl.train.cohort_data import agent_view, load_base_problems, paired_views
 from corl_vl.train.device_placement import DevicePlacement
@@ -97,19 +97,6 @@ class AgentStep:
     advantages: list[float] = field(default_factory=list)  # per trained completion, group-major
 
 
-def refuse_two_vllm_engines(cfg: CohortConfig, adapters: dict[int, Any], homes: dict[int, Any]) -> None:
-    """Before any model loads: one process on a GPU holds at most one vLLM engine (its sleep allocator is one per
-    process, so one agent's sleep would free the other's memory). ``homes``: each agent index's device."""
-    if not any(str(home).startswith("cuda") for home in homes.values()):
-        return
-    rollout = cfg.rollout
-    planned = {
-        cfg.agents[i].name: planned_engine(rollout.engine, adapter, vllm_min_params=rollout.vllm_min_params)
-        for i, adapter in adapters.items()
-    }
-    check_one_vllm_engine_per_process(planned, "cuda")
-
-
 def rollout_seed(seed: int, step: int, agent_index: int, draw: int = 0) -> int:
     return (seed * 1_000_003 + step * 7_919 + agent_index * 104_729 + draw * 15_485_863) % (2**31 - 1)
 
@@ -135,18 +122,12 @@ class Cohort:
             raise CorlError(
                 f"agents {[a.name for a in agents]} built for {[self.names[i] for i in self.indices]}"
             )
-        if dist is not None and cfg.data.problems_per_step < dist.group_size:
-            raise CorlError(
-                f"data.problems_per_step={cfg.data.problems_per_step} is below the {dist.group_size} ranks per agent"
-            )
         self.cfg = cfg
         self.agents = agents
         self.base = {p.id: p for p in base}
         self.sampler = Sampler([p.id for p in base], seed=cfg.train.seed, shuffle=cfg.data.shuffle)
-        self.reward = step_reward(cfg)  # reward.name, plus reward.combine's weighted parts
+        self.reward = step_reward(cfg.reward)  # reward.name, plus reward.combine's weighted parts
         if self.reward.paired_views:  # twin groups: the rephrased view of each problem (co_rewarding.py)
-            if dist is not None:
-                raise CorlError(f"reward.name={cfg.reward.name} runs in one process; drop torchrun")
             self.base.update({p.id: p for p in twins_of(base)})
         self.topology: Topology | None = None
         if self.reward.uses_peers:
@@ -168,7 +149,7 @@ class Cohort:
         self.offloads = (
             offloads if offloads is not None else turn_offloads(agents, placement, cfg.optimizer.offload)
         )
-        dynamic.check(cfg, self.reward)
+        dynamic.check(cfg.grpo.dynamic_sampling, self.reward, cfg.reward.name)
         self.step_index = 0
         self.dropped_prompts = 0  # data.max_prompt_tokens: problems left out for their prompt's length
         self.last: list[AgentStep] = []  # this process's agents' step data
@@ -190,9 +171,7 @@ class Cohort:
 
         ``problems``: the training problems when the caller already loaded them (``corl-vl train`` checks the
         data before any model loads), else they are loaded from ``cfg.data``."""
-        base = list(problems) if problems is not None else load_base_problems(cfg)
-        if cfg.data.max_prompt_tokens is not None and dist is not None:  # each rank sees one agent's prompts
-            raise CorlError("data.max_prompt_tokens runs in one process; drop torchrun or the bound")
+        base = list(problems) if problems is not None else load_base_problems(cfg.data)
         agents, offloads = [], {}
         indices = [dist.agent_index] if dist is not None else range(len(cfg.agents))
         adapters = {
@@ -202,19 +181,22 @@ class Cohort:
             for i in indices
         }
         homes = {i: placement.home(i) if placement is not None else device for i in indices}
-        refuse_two_vllm_engines(cfg, adapters, homes)
+        refuse_two_vllm_engines(cfg.rollout, {cfg.agents[i].name: a for i, a in adapters.items()}, homes)
+        settings = AgentSettings.of(cfg)  # what each agent reads of the config
         for index in indices:
             agent_cfg, adapter = cfg.agents[index], adapters[index]
-            view = agent_view(base, cfg, agent_cfg.data_view, text_only=not adapter.supports_images)
+            view = agent_view(base, cfg.data, agent_cfg.data_view, text_only=not adapter.supports_images)
             if get_reward(cfg.reward.name).paired_views:  # the original view, plus the rephrase as twins
-                view = paired_views(base, cfg, agent_cfg, text_only=not adapter.supports_images)
+                view = paired_views(
+                    base, cfg.data, agent_cfg, not adapter.supports_images, reward_name=cfg.reward.name
+                )
             on = homes[index]
             # on a shared GPU a process builds in its turn: vLLM refuses to start beside an awake engine
             with process_turn(dist, "build"):
-                agent = Agent.from_config(agent_cfg, cfg, view, device=on, adapter=adapter)
+                agent = Agent.from_config(agent_cfg, settings, view, device=on, adapter=adapter)
                 # a multi-process launch wraps the agent's weights in its distributed backend
-                agent.backend = launch_backend(agent.backend, cfg, dist)
-                offload = leave_shared_device(agent, cfg, dist)
+                agent.backend = launch_backend(agent.backend, cfg.distributed, dist, cfg.train, cfg.optimizer)
+                offload = leave_shared_device(agent, dist)
             agents.append(agent)
             if offload is not None:
                 offloads[agent.name] = offload
@@ -232,6 +214,8 @@ class Cohort:
         if self.reward.paired_views:
             ids = mine = with_twins(ids)
         times: dict[str, float] = {}
+        for agent in self.agents:  # perf/vision_images_encoded counts this step's scoring and update only
+            agent.adapter.pop_vision_images_encoded()
         steps, deferred_sync = self._draw(ids, mine, times)
         trained, extra = steps, {}
         if cfg.grpo.dynamic_sampling:  # groups whose rewards vary, from more draws when needed
@@ -251,6 +235,7 @@ class Cohort:
             if self.supervision is not None:
                 m.update(self.supervision.metrics.get(agent.name, {}))
             m.update(extra.get(agent.name, {}))
+            m["perf/vision_images_encoded"] = float(agent.adapter.pop_vision_images_encoded())  # 0: text
             metrics[agent.name] = m
         times["time/update"], times["time/sync"] = t_update, t_sync + deferred_sync
         for m in metrics.values():

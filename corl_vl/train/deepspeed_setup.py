@@ -7,12 +7,11 @@ does not depend on DeepSpeed; only an agent whose world has several ranks builds
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.io import read_json_file
 
 
 def collective_device(group: Any = None) -> Any:
@@ -116,14 +115,11 @@ def deepspeed_config(
     An explicit value that contradicts the trainer is an error, not silently overridden. ``offload``
     (``optimizer.offload``): ``cpu`` is DeepSpeed's ``zero_optimization.offload_optimizer.device: cpu`` here.
     """
-    try:
-        ds = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise CorlError(f"distributed.deepspeed: file not found: {path}") from None
-    except json.JSONDecodeError as err:
+    ds = read_json_file(path, "distributed.deepspeed")
+    if not isinstance(ds, dict):
         raise CorlError(
-            f"distributed.deepspeed: {path} is not valid JSON ({err.msg}, line {err.lineno})"
-        ) from None
+            f"distributed.deepspeed: {path} holds JSON {type(ds).__name__}, not an object of DeepSpeed settings"
+        )
     owned = {
         "gradient_clipping": grad_clip,
         "train_micro_batch_size_per_gpu": 1,

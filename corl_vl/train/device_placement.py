@@ -178,7 +178,8 @@ def visible_devices() -> list[str]:
     return [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
 
 
-def placement_for(cfg: Any, visible: Sequence[str] | None = None) -> DevicePlacement:
-    """The placement of ``cfg``'s agents over ``visible`` (default: the GPUs this process sees)."""
+def placement_for(agents: Sequence[Any], visible: Sequence[str] | None = None) -> DevicePlacement:
+    """The placement of ``agents`` (the config's ``agents``) over ``visible`` (default: the GPUs this process
+    sees)."""
     seen = visible_devices() if visible is None else list(visible)
-    return place_agents(cfg.agent_names(), [a.devices for a in cfg.agents], seen)
+    return place_agents([a.name for a in agents], [a.devices for a in agents], seen)

@@ -90,14 +90,14 @@ def process_turn(dist: Any, label: str) -> contextlib.AbstractContextManager[Non
     return dist.turns.turn(label)
 
 
-def leave_shared_device(agent: Any, cfg: Any, dist: Any) -> Any:
+def leave_shared_device(agent: Any, dist: Any) -> Any:
     """End a build turn on a shared GPU: the agent's engine sleeps and (Torch backend, no ``optimizer.offload``)
     its optimizer state and fp32 masters go to host memory until its first update; returns that
     :class:`~corl_vl.train.offload.TurnOffload`, or None. A DeepSpeed agent offloads through its own config."""
     if dist is None or not dist.takes_turns:
         return None
     agent.release_engine()
-    if cfg.optimizer.offload != "none" or not isinstance(agent.backend, TorchBackend):
+    if agent.settings.optimizer.offload != "none" or not isinstance(agent.backend, TorchBackend):
         return None
     offload = TurnOffload(agent.backend.optimizer, agent.model)
     offload.offload()

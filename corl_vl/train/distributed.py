@@ -14,7 +14,7 @@ So every process of a launch (``torchrun``, or ``corl-vl train`` starting its ow
   turns, one active at a time.
 
 Which ranks each agent gets (node-aware, per-agent counts, tensor-parallel blocks) is
-:mod:`corl_vl.train.placement`; which GPU a process uses is its place on its node modulo the node's GPU count
+:mod:`corl_vl.train.rank_placement`; which GPU a process uses is its place on its node modulo the node's GPU count
 (``CORL_VL_NODE_GPUS``, set by corl-vl's launchers; else one process per GPU). Inside an agent the processes
 split the step's problem ids (contiguous shares; with rollout tensor parallelism each TP group's share, then each
 rank's part of it); every process still sees every agent's answers for *all* ids after the exchange, so
@@ -32,11 +32,10 @@ from corl_vl.errors import CorlError
 from corl_vl.train.control_plane import ControlPlane
 from corl_vl.train.deepspeed_setup import AgentMPU
 from corl_vl.train.device_turns import DeviceTurns
-from corl_vl.train.placement import Placement, nodes_from_ranks, place
+from corl_vl.train.rank_placement import Placement, nodes_from_ranks, place
 
-NODE_GPUS_ENV = (
-    "CORL_VL_NODE_GPUS"  # GPUs per node the processes are spread over (set by corl-vl's launchers)
-)
+# GPUs per node the processes are spread over (set by corl-vl's launchers)
+NODE_GPUS_ENV = "CORL_VL_NODE_GPUS"
 
 
 # ---------------------------------------------------------------------------------------------- shares
@@ -238,7 +237,7 @@ def setup(
     backend: str = "auto",
 ) -> DistContext:
     """Join the launch (torchrun's environment and store), place the agents on its nodes
-    (:mod:`corl_vl.train.placement`; every process computes the same plan from the same gathered node names),
+    (:mod:`corl_vl.train.rank_placement`; every process computes the same plan from the same gathered node names),
     pin this process's GPU, join its agent's world, build the mpu and the baton of its GPU.
     ``requests``: each agent's ``gpus`` (None: an equal share)."""
     import torch.distributed as dist

@@ -25,10 +25,11 @@ from corl_vl.errors import CorlError
 from corl_vl.train.batch import fit_width
 
 
-def check(cfg: Any, reward: Any) -> None:
-    """Refused from the config alone (config validation calls it before any model loads)."""
-    if cfg.grpo.dynamic_sampling and reward.paired_views:
-        raise CorlError(f"grpo.dynamic_sampling: reward.name={cfg.reward.name} pairs views; set it to 0")
+def check(dynamic_sampling: int, reward: Any, reward_name: str) -> None:
+    """Refused from the config alone (``grpo.dynamic_sampling`` with ``reward``, the step reward of
+    ``reward.name``; config validation makes the same check before any model loads)."""
+    if dynamic_sampling and reward.paired_views:
+        raise CorlError(f"grpo.dynamic_sampling: reward.name={reward_name} pairs views; set it to 0")
 
 
 def _groups(step: Any) -> list[tuple[str, int, bool]]:

@@ -115,9 +115,8 @@ class LossSpec:
 
     epsilon: float = 0.2
     epsilon_high: float | None = None  # None → symmetric clipping
-    beta: float = (
-        0.0  # KL coefficient in the loss; 0 → none (grpo.kl_placement: reward puts it in the reward)
-    )
+    # KL coefficient in the loss; 0 → none (grpo.kl_placement: reward puts it in the reward)
+    beta: float = 0.0
     loss_type: str = "bnpo"
     max_len: int | None = None  # dr_grpo's constant length (max_new_tokens); None → padded T
     policy_loss: str = "ppo_clip"  # corl_vl.train.policy_losses

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,15 +135,17 @@ def load_adapters(model: Any, folder: Path) -> None:
         raise CorlError(f"{file}: adapters do not match this agent's LoRA ({what}); same lora settings?")
 
 
-def prepare_training(model: Any, adapter: Any, agent_cfg: Any, cfg: Any, *, device: str) -> Any:
-    """The agent's trainable parts: LoRA (``agents[i].lora``), then ``train.freeze``; returns the KL reference
-    (None when ``grpo.beta`` is 0): the base with adapters off under LoRA, else a frozen second copy."""
+def prepare_training(
+    model: Any, adapter: Any, agent_cfg: Any, *, freeze: Sequence[str], beta: float, device: str
+) -> Any:
+    """The agent's trainable parts: LoRA (``agents[i].lora``), then ``freeze`` (``train.freeze``); returns the KL
+    reference (None when ``beta``, ``grpo.beta``, is 0): the base with adapters off under LoRA, else a frozen second copy."""
     from corl_vl.train.freeze import freeze_parts
 
     if agent_cfg.lora is not None:
         apply_lora(model, adapter, agent_cfg.lora, agent=agent_cfg.name)
-    freeze_parts(model, adapter, cfg.train.freeze, agent=agent_cfg.name)
-    if cfg.grpo.beta <= 0:
+    freeze_parts(model, adapter, freeze, agent=agent_cfg.name)
+    if beta <= 0:
         return None
     if agent_cfg.lora is not None:
         return AdaptersOff(model)

@@ -51,16 +51,19 @@ def lora_modules(model: Any, adapter: Any, lora: Any) -> tuple[Any, list[str]]:
     return targets, [name for name, _ in model.named_modules() if check_target_module_exists(config, name)]
 
 
-def check_trainable(cfg: Any, *, adapters: Sequence[Any] | None = None) -> None:
-    """Refuse, in one line, an agent that would train nothing or LoRA targets that match nothing (see the
-    module doc); ``adapters``: the agents' adapters when the caller has them (else they are created)."""
+def check_trainable(
+    agents: Sequence[Any], freeze: Sequence[str], *, adapters: Sequence[Any] | None = None
+) -> None:
+    """Refuse, in one line, an agent of ``agents`` (the config's) that would train nothing under ``freeze``
+    (``train.freeze``) or LoRA targets that match nothing (see the module doc); ``adapters``: the agents'
+    adapters when the caller has them (else they are created)."""
     from model_adapters.registry import create_adapter
 
-    names = list(cfg.train.freeze)
-    if not names and all(agent.lora is None for agent in cfg.agents):
+    names = list(freeze)
+    if not names and all(agent.lora is None for agent in agents):
         return
     text_only = []
-    for i, agent in enumerate(cfg.agents):
+    for i, agent in enumerate(agents):
         adapter = (
             adapters[i]
             if adapters is not None
@@ -71,7 +74,7 @@ def check_trainable(cfg: Any, *, adapters: Sequence[Any] | None = None) -> None:
             text_only.append(agent.name)
         if freeze or agent.lora is not None:
             _check_agent(i, agent, adapter, freeze, meta_model(adapter))
-    if text_only and len(text_only) == len(cfg.agents):
+    if text_only and len(text_only) == len(agents):
         vision = ", ".join(n for n in names if n in VISION_PARTS)
         raise CorlError(f"train.freeze: {vision}: no agent has one (every model is text-only); drop it")
     if text_only:

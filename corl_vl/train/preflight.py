@@ -20,11 +20,16 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from corl_vl.config import CohortConfig
+from corl_vl.config import CohortConfig, DistributedConfig
 from corl_vl.errors import CorlError
+from corl_vl.io import read_json_file
+
+if TYPE_CHECKING:
+    from corl_vl.data.sources import SyntheticScope
 
 HUB_PROBE_SECONDS = 5.0  # one request, no retries: an answer in time means "reachable"
 _TRUE = {"1", "on", "yes", "true"}
@@ -139,13 +144,14 @@ def check_models_available(cfg: CohortConfig) -> None:
         _go_offline()
 
 
-def check_data(cfg: CohortConfig) -> list[Any]:
-    """Load the training problems once and check what the step needs of them; returns them."""
+def check_data(cfg: CohortConfig, scope: SyntheticScope | None = None) -> list[Any]:
+    """Load the training problems once (synthetic ones of ``scope``: an experiment's skills and view) and check
+    what the step needs of them; returns them."""
     from corl_vl.rewards.combine import step_reward
     from corl_vl.train.cohort_data import load_base_problems
 
     d = cfg.data
-    problems = load_base_problems(cfg)
+    problems = load_base_problems(d, scope)
     if not problems:
         raise CorlError(f"data.train: {d.train} has no problems")
     if d.problems_per_step > len(problems):
@@ -153,7 +159,7 @@ def check_data(cfg: CohortConfig) -> list[Any]:
             f"data.problems_per_step={d.problems_per_step} but {d.train} has only {len(problems)} problems; "
             f"lower data.problems_per_step or raise data.limit"
         )
-    if step_reward(cfg).needs_gold:  # the main reward or a reward.combine part
+    if step_reward(cfg.reward).needs_gold:  # the main reward or a reward.combine part
         no_gold = [p.id for p in problems if p.answer in (None, "")]
         if no_gold:
             raise CorlError(
@@ -166,49 +172,42 @@ def check_data(cfg: CohortConfig) -> list[Any]:
     return problems
 
 
-def check_deepspeed(cfg: CohortConfig) -> None:
-    path = cfg.distributed.deepspeed
+def check_deepspeed(settings: DistributedConfig) -> None:
+    """``distributed.deepspeed`` (of ``settings``, the section) names a readable JSON file."""
+    path = settings.deepspeed
     if not path:
         return
-    try:
-        json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise CorlError(f"distributed.deepspeed: {path} does not exist") from None
-    except (OSError, ValueError) as err:
-        raise CorlError(f"distributed.deepspeed: {path} is not readable JSON ({err})") from None
+    read_json_file(path, "distributed.deepspeed")
 
 
 def check_launch(cfg: CohortConfig, dist: Any) -> None:
-    """What a multi-process launch refuses, decided from the config and this launch's placement (``dist``)
-    before any model loads or the run folder is written: the same lines the backends would give later."""
+    """What this process layout refuses (``dist``: a launch's placement, None for one process), decided from the
+    config before any model loads or the run folder is written: the DeepSpeed file's trainer-owned keys, stage
+    and offload, then the table of what each layout supports (:mod:`corl_vl.train.launch_support`)."""
     from corl_vl.train.deepspeed_setup import deepspeed_config
+    from corl_vl.train.launch_support import check_support, launch_of
 
-    if cfg.data.max_prompt_tokens is not None:  # each rank sees one agent's prompts
-        raise CorlError("data.max_prompt_tokens runs in one process; drop torchrun or the bound")
-    path = cfg.distributed.deepspeed
-    if not path and dist.group_size > 1:
-        raise CorlError(
-            f"distributed.deepspeed: an agent on {dist.group_size} ranks needs a DeepSpeed config "
-            "(e.g. --set distributed.deepspeed=configs/deepspeed/zero2.json)"
-        )
-    if path:  # the trainer-owned keys, the stage, the offload (the dtype only fills "auto")
-        deepspeed_config(
+    path, stage = cfg.distributed.deepspeed, None
+    if path and dist is not None:  # the dtype only fills "auto"
+        ds = deepspeed_config(
             path,
             zero_stage=cfg.distributed.zero_stage,
             grad_clip=cfg.train.grad_clip,
             group_size=dist.group_size,
             offload=cfg.optimizer.offload,
         )
+        stage = ds["zero_optimization"]["stage"]
+    check_support(cfg, launch_of(cfg, dist, stage))
 
 
 WANDB_LOCAL_MODES = {"offline", "disabled", "dryrun"}
 
 
-def check_reporting(cfg: CohortConfig) -> None:
-    """``wandb`` in ``train.report_to`` can start without asking: installed, and an API key (``WANDB_API_KEY``
+def check_reporting(report_to: Sequence[str]) -> None:
+    """``wandb`` in ``report_to`` (``train.report_to``) can start without asking: installed, and an API key (``WANDB_API_KEY``
     or a ``wandb login`` entry in the netrc file) or a local mode (``WANDB_MODE=offline``). Otherwise
     ``wandb.init`` fails with a traceback after the models have loaded."""
-    if "wandb" not in cfg.train.report_to:
+    if "wandb" not in report_to:
         return
     import importlib.util
 
@@ -231,7 +230,7 @@ def check_reporting(cfg: CohortConfig) -> None:
 
 def preflight(cfg: CohortConfig) -> None:
     """The config-only checks in the order ``corl-vl train`` runs them (the run folder is checked after)."""
-    check_deepspeed(cfg)
-    check_reporting(cfg)
+    check_deepspeed(cfg.distributed)
+    check_reporting(cfg.train.report_to)
     check_models_available(cfg)
     check_data(cfg)

@@ -30,14 +30,14 @@ def sequence_kl(agent: Any, step: Any) -> torch.Tensor:
     if step.scored is None:
         step.scored = agent.score(prompts, completions)
     ref = agent.score(prompts, completions, model=agent.ref_model).logprobs
-    kl = KL_ESTIMATORS[agent.cfg.grpo.kl_estimator](step.scored.logprobs, ref)
+    kl = KL_ESTIMATORS[agent.settings.grpo.kl_estimator](step.scored.logprobs, ref)
     return (kl * step.scored.mask).sum(-1).to(torch.float64).cpu()
 
 
 def shape_rewards(agent: Any, step: Any, rewards: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
     """``rewards`` ([G, K]) with the overlong penalty and β·Σ_t KL_t subtracted, where those are on; and metrics
     (``shaping/overlong_penalty``, ``shaping/kl_penalty``: means over the completions)."""
-    grpo = agent.cfg.grpo
+    grpo = agent.settings.grpo
     metrics: dict[str, float] = {}
     if grpo.overlong_buffer > 0:
         lengths = torch.tensor([[len(c.ids) for c in r.completions] for r in step.rollouts])
@@ -58,7 +58,7 @@ def advantages(
 ) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, float]]:
     """The agent's flat advantages and trained rows (:func:`corl_vl.train.subsets.advantages_and_rows`) from its
     shaped rewards, and the shaping's metrics; ``cut``: the completions that hit ``grpo.max_new_tokens``."""
-    grpo = agent.cfg.grpo
+    grpo = agent.settings.grpo
     rewards, metrics = shape_rewards(agent, step, rewards)
     adv, trained = subsets.advantages_and_rows(rewards, cut, mode=grpo.truncated, scale=grpo.advantage)
     return adv, trained, metrics

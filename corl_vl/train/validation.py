@@ -23,12 +23,15 @@ from typing import Any
 from corl_vl.answers.equivalence import equivalent
 from corl_vl.answers.voting import vote
 from corl_vl.data.problem import Problem
+from corl_vl.data.sources import SyntheticScope, read_problems
 from corl_vl.data.synth import to_text_problem
 from corl_vl.errors import CorlError
 from corl_vl.eval.greedy import greedy_answers, greedy_engine
 from corl_vl.io import write_text_atomic
 from corl_vl.train.checkpoint import CHECKPOINTS, save_checkpoint
 from corl_vl.train.loop import Callback, TrainingRun
+
+SYNTHETIC_VALIDATION_N = 64  # synthetic validation problems when eval.limit is unset
 
 Evaluation = Callable[[Any], dict[str, dict[str, Any]]]  # cohort → {agent: results}
 
@@ -44,15 +47,10 @@ def validation_problems(
 ) -> list[Problem]:
     """The validation problems: generated (``synthetic``: its ``train``/``test`` splits, of ``skills``, as text
     when ``text_view``) or read from a file."""
-    if source == "synthetic":
-        from corl_vl.data.synth import generate_problems, to_text_problem
-
-        problems = generate_problems(limit or 64, seed=seed, split=split, skills=skills)
-        return [to_text_problem(p) for p in problems] if text_view else problems
-    from corl_vl.data.datasets import load_problems
-
-    split_arg = split if Path(source).is_dir() else None
-    return load_problems(source, split=split_arg, limit=limit, require_answer=False)
+    scope = SyntheticScope(tuple(skills) if skills is not None else None, text_view)
+    return read_problems(
+        source, split, limit=limit, seed=seed, synthetic_n=SYNTHETIC_VALIDATION_N, scope=scope
+    )
 
 
 def greedy_validation(problems: Sequence[Problem], max_new_tokens: int) -> Evaluation:
@@ -60,7 +58,7 @@ def greedy_validation(problems: Sequence[Problem], max_new_tokens: int) -> Evalu
     and ``eval/peer_agreement`` (share of problems where its answer equals its peers' majority answer)."""
     labelled = [p for p in problems if p.answer is not None]
 
-    def evaluate(cohort: Any) -> dict[str, dict[str, Any]]:
+    def validate_cohort(cohort: Any) -> dict[str, dict[str, Any]]:
         answers: dict[str, dict[str, str | None]] = {}
         for agent in cohort.agents:  # a text-only model is asked the pictures described in words
             view = problems if agent.adapter.supports_images else [to_text_problem(p) for p in problems]
@@ -88,7 +86,7 @@ def greedy_validation(problems: Sequence[Problem], max_new_tokens: int) -> Evalu
             results[name] = result
         return results
 
-    return evaluate
+    return validate_cohort
 
 
 class PeriodicEval(Callback):
@@ -118,17 +116,20 @@ class PeriodicEval(Callback):
         self.reraise = _ReraiseFailure(self)  # placed after the metrics sinks: a failed step keeps its row
 
     @classmethod
-    def from_config(cls, cohort: Any, run_dir: str | Path) -> PeriodicEval:
+    def from_config(
+        cls, cohort: Any, run_dir: str | Path, scope: SyntheticScope | None = None
+    ) -> PeriodicEval:
+        """The ``eval:`` section's validation; ``scope``: which synthetic problems (an experiment's own skills,
+        in its view, :class:`corl_vl.experiment.Experiment`)."""
         cfg = cohort.cfg
         source = cfg.eval.source or cfg.data.train
-        exp = cfg.experiment  # synthetic validation asks about the experiment's skills, in its view
-        problems = validation_problems(
+        problems = read_problems(
             source,
             cfg.eval.split,
             limit=cfg.eval.limit,
             seed=cfg.data.seed,
-            skills=exp.skills if exp is not None else None,
-            text_view=exp is not None and exp.text_view,
+            synthetic_n=SYNTHETIC_VALIDATION_N,
+            scope=scope,
         )
         if cfg.eval.select_best == "accuracy" and not any(p.answer is not None for p in problems):
             raise CorlError(f"eval.select_best=accuracy: the validation set {source} has no answers")

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from model_adapters.base import ModelAdapter
+from model_adapters.base import ModelAdapter, PromptInputs
 from model_adapters.registry import register_adapter
 from model_adapters.tiny import ensure_tiny
 
@@ -83,6 +83,11 @@ class Gemma3Adapter(ModelAdapter):
         patch = int(config.vision_config.patch_size)
         # one crop (pan-and-scan off); the soft tokens plus "\n\n<start_of_image>" … "<end_of_image>\n\n"
         return int(self.processor.image_seq_length) + 4, (side // patch) ** 2
+
+    def image_feature_units(self, prompt: PromptInputs) -> int:
+        return int(
+            prompt.mm_inputs["pixel_values"].shape[0]
+        )  # one entry per image (pan-and-scan crops included)
 
     def processor_kwargs(self) -> dict[str, Any]:
         return {"do_pan_and_scan": self.do_pan_and_scan}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
-from model_adapters.base import ModelAdapter
+from model_adapters.base import ModelAdapter, PromptInputs
 from model_adapters.registry import register_adapter
 from model_adapters.tiny import ensure_tiny
 
@@ -71,6 +71,9 @@ class InternVL35Adapter(ModelAdapter):
         per_tile = int(self.processor.image_seq_length)
         tower = (int(size["height"]) // patch) * (int(size["width"]) // patch)
         return tiles * (per_tile + 2), tiles * tower  # + <img> and </img> around each tile's tokens
+
+    def image_feature_units(self, prompt: PromptInputs) -> int:
+        return int(prompt.mm_inputs["pixel_values"].shape[0])  # one entry per tile
 
     def processor_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"crop_to_patches": self.crop_to_patches}

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     import torch
     from PIL import Image
 
+    from model_adapters.records import PromptInputs
+
 
 @register_adapter("qwen2_5_vl")
 class Qwen25VLAdapter(ModelAdapter):
@@ -86,6 +88,11 @@ class Qwen25VLAdapter(ModelAdapter):
         # the user's bounds differ from the checkpoint's.
         _, lo, hi = self._pixel_bounds()
         return {"size": {"shortest_edge": lo, "longest_edge": hi}}
+
+    per_row_mm_inputs = ("image_grid_thw",)  # M-RoPE positions are built from each row's grids
+
+    def image_feature_units(self, prompt: PromptInputs) -> int:
+        return int(prompt.mm_inputs["image_grid_thw"].shape[0])  # features come split per image
 
     def token_type_fields(self, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
         image_id = self.tokenizer.convert_tokens_to_ids(self.image_token)

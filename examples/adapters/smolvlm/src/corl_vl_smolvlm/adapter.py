@@ -10,7 +10,9 @@ Family quirks handled here:
   ``do_image_splitting`` choice, so both build the same prompt;
 - a turn ends with ``<end_of_utterance>``; the template opens with the tokenizer's BOS ``<|im_start|>``, so the
   base class tokenises it without adding a second one;
-- positions are plain 1-D: no per-token fields on the forward.
+- positions are plain 1-D: no per-token fields on the forward;
+- a problem's K rows share one encoding of its crops per micro-batch (:meth:`SmolVLMAdapter.image_feature_units`,
+  the opt-in of corl-vl's one vision pass per problem).
 """
 
 from __future__ import annotations
@@ -67,6 +69,11 @@ class SmolVLMAdapter(ModelAdapter):
             )
             for k in keys
         }
+
+    def image_feature_units(self, prompt: PromptInputs) -> int:
+        # one vision pass per problem: the model encodes one entry per crop that is not all zeros (padding)
+        pixels = prompt.mm_inputs["pixel_values"]
+        return int(pixels.flatten(2).ne(0).any(-1).sum())
 
     @classmethod
     def tiny_checkpoint(cls, seed: int = 0) -> Path:
