@@ -137,7 +137,9 @@ class GrpoConfig:
     max_new_tokens: int = 512
     # no stop token before this many new tokens (every engine); benchmarks force a fixed length with it
     min_new_tokens: int = 0
-    micro_batch_size: int = 8  # completions per forward/backward on the trainer
+    # completions per forward/backward on the trainer at the longest row's length; forwards are built by length
+    # within that token budget (corl_vl/train/minibatches.py), so shorter rows may share a larger one
+    micro_batch_size: int = 8
     # optimizer steps per rollout batch: the batch is split into this many mini-batches of whole groups
     updates_per_batch: int = 1
     # completions that hit max_new_tokens: keep | mask (no loss) | drop (out of the group)

@@ -188,3 +188,11 @@ def test_optimizer_offload_setting_is_planned_in_one_process():
         0,
         0,
     )
+
+
+def test_cli_plan_states_that_vllm_shares_a_problems_prompt(capsys):
+    argv = ["plan", "--pair", "tiny-qwen2.5,tiny-qwen3", "--gpus", "1", "--gpu-memory", "24GB"]
+    assert main([*argv, "--set", "rollout.engine=vllm"]) == 0
+    vllm_lines = [line for line in capsys.readouterr().out.splitlines() if "vLLM:" in line]
+    assert len(vllm_lines) == 2
+    assert all("prefix caching and the multi-modal processor cache on" in line for line in vllm_lines)

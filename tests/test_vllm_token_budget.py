@@ -56,6 +56,9 @@ def test_on_cpu_the_engine_is_built_without_chunked_prefill_and_on_gpu_with_vllm
     assert "enable_chunked_prefill" not in engine_kwargs(adapter, on_gpu=True, **common)
     extra = {"enable_chunked_prefill": True, "max_num_batched_tokens": 256}
     assert engine_kwargs(adapter, on_gpu=False, engine_args=extra, **common).items() >= extra.items()
+    for on_gpu in (False, True):  # a problem's K samples share its prompt's KV blocks and its picture
+        built = engine_kwargs(adapter, on_gpu=on_gpu, **common)
+        assert built["enable_prefix_caching"] is True and built["mm_processor_cache_gb"] > 0
 
 
 @pytest.mark.vllm

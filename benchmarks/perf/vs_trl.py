@@ -15,13 +15,19 @@ Each arm is a process of its own (its peak RSS is its own); the arms are interle
 rotates every round) so load changes on a shared machine hit every arm alike; medians over the measured
 rounds and per-round paired ratios against TRL are reported.
 
+``--shape paper`` (``shapes.py``): 1,024-pixel pictures, K = 8, long-tailed completion lengths in 32–1,024
+forced identically in both arms, micro-batches of ``--micro-batch`` rows; each arm also reports the pictures its
+vision towers encode per step and the padding share of its gradient forwards (forward hooks, the same in both
+arms). Without TRL installed the corl-vl arms still run and every ratio against TRL reads n/a.
+
     pip install -e ".[perf]"   # TRL, not part of the default set-up
-    python benchmarks/perf/vs_trl.py [--families text,vl] [--agents 1,2,3] [--parallel both] [--steps 7]
+    python benchmarks/perf/vs_trl.py [--shape tiny|paper] [--families text,vl] [--agents 1,2,3] [--steps 7]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import json
 import os
@@ -30,42 +36,22 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-FAMILIES = {"text": "tiny-qwen2.5", "vl": "tiny-qwen2.5-vl"}
+from shapes import (
+    FAMILIES,
+    PAPER_MAX_PIXELS,
+    PaddingCounter,
+    VisionCounter,
+    force_lengths,
+    peak_rss_mb,
+    problems,
+    stated_answer,
+)
+
 PHASES = ("rollout", "reward", "update")
 RESULTS = Path(__file__).parent / "results" / "vs_trl.json"
-
-
-def forced_answer(ids: list[int]) -> str:
-    """The answer a completion 'states': a fixed function of its sampled token ids (same in both arms)."""
-    return str(zlib.crc32(bytes(str(list(ids)), "ascii")) % 3)
-
-
-def majority_rewards(answers: list[str], k: int) -> list[float]:
-    """TTRL on consecutive groups of K: 1 where the answer is its group's most common one."""
-    out = []
-    for g in range(0, len(answers), k):
-        group = answers[g : g + k]
-        top = Counter(group).most_common(1)[0][0]
-        out += [float(a == top) for a in group]
-    return out
-
-
-def peak_rss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def problems(family: str, n: int) -> list[Any]:
-    from corl_vl.data.synth import generate_problems, to_text_problem
-
-    base = generate_problems(n, seed=0, split="train")
-    return base if family == "vl" else [to_text_problem(p) for p in base]
 
 
 # ------------------------------------------------------------------------------------------------ corl-vl arm
@@ -74,14 +60,14 @@ class ForcedAnswers:
 
     thread_safe = True
 
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
+    def __init__(self, engine: Any, shape: str) -> None:
+        self.engine, self.shape = engine, shape
 
     def generate(self, problems: Any, **kwargs: Any) -> Any:
         rollouts = self.engine.generate(problems, **kwargs)
         for r in rollouts:
-            for c in r.completions:
-                c.text = f"The answer is \\boxed{{{forced_answer(c.ids)}}}"
+            for j, c in enumerate(r.completions):
+                c.text = f"The answer is \\boxed{{{stated_answer(c.ids, j, self.shape)}}}"
         return rollouts
 
     def sync_weights(self, model: Any) -> None:
@@ -100,20 +86,22 @@ def corl_arm(family: str, n: int, parallel: bool, args: argparse.Namespace) -> A
     from corl_vl.train.cohort import Cohort
 
     batch = args.problems * args.k
+    paper = args.shape == "paper"
+    options = {"image_options": {"max_pixels": PAPER_MAX_PIXELS}} if paper and family == "vl" else {}
+    agent = {"model": FAMILIES[family], **({"adapter_kwargs": options} if options else {})}
     raw = {
-        "agents": [{"name": f"a{i}", "model": FAMILIES[family]} for i in range(n)],
-        "topology": {"kind": "mutual" if n == 2 else "ring"},
+        "agents": [{"name": f"a{i}", **agent} for i in range(n)],
+        "reward": {"name": "co_rl" if n > 1 else "ttrl", "topology": "mutual" if n == 2 else "ring"},
         "data": {"train": "synthetic", "limit": args.pool, "problems_per_step": args.problems},
         "grpo": {
             "k": args.k,
             "max_new_tokens": args.tokens,
-            "min_new_tokens": args.tokens,
-            "micro_batch_size": batch,
+            "min_new_tokens": 0 if paper else args.tokens,  # paper: drawn lengths (shapes.force_lengths)
+            "micro_batch_size": min(args.micro_batch, batch) if paper else batch,
             "beta": 0.0,
         },
         "rollout": {"engine": "hf", "batch_size": batch},
         "train": {
-            "reward": "co_rl" if n > 1 else "ttrl",
             "lr": 1e-6,
             "max_steps": 1000,
             "warmup_ratio": 0,
@@ -123,14 +111,24 @@ def corl_arm(family: str, n: int, parallel: bool, args: argparse.Namespace) -> A
         },
     }
     cohort = Cohort.from_config(config_from_dict(raw, source="benchmarks/perf/vs_trl.py"))
+    view = {p.id: p for p in problems(family, args.pool, args.shape)}  # paper: 1,024-pixel pictures
     for agent in cohort.agents:
-        agent.engine = ForcedAnswers(agent.engine)
+        agent.engine = ForcedAnswers(agent.engine, args.shape)
+        agent.view = {pid: view[pid] for pid in agent.view}
+        if paper:
+            banned = list(agent.adapter.placeholder_token_ids)
+            force_lengths(agent.model, list(agent.adapter.stop_token_ids), banned, args.tokens)
+    # every agent's tower and gradient forwards (an agent whose advantages are all 0 runs none)
+    visions = [VisionCounter(agent.model) for agent in cohort.agents]
+    paddings = [PaddingCounter(agent.model) for agent in cohort.agents]
 
     def step() -> dict[str, Any]:
         t0 = time.perf_counter()
         metrics = cohort.step()
         total = time.perf_counter() - t0
         m = metrics["a0"]
+        counts = [vision.take() for vision in visions]
+        padded, computed = (sum(c) for c in zip(*(padding.take_counts() for padding in paddings)))
         lengths = [(ms["length/min"], ms["length/max"]) for ms in metrics.values()]
         return {
             "total": total,
@@ -141,118 +139,12 @@ def corl_arm(family: str, n: int, parallel: bool, args: argparse.Namespace) -> A
             "length_max": max(hi for _, hi in lengths),
             "trained_rows": sum(ms["trained_rows"] for ms in metrics.values()),
             "peak_rss_mb": peak_rss_mb(),
+            "vision": {key: sum(c[key] for c in counts) for key in counts[0]},  # summed over the agents
+            "padding_share": padded / computed if computed else None,  # all agents' gradient forwards
+            "padding_share_metric": [ms.get("perf/padding_share") for ms in metrics.values()],  # per agent
         }
 
     return step
-
-
-# ------------------------------------------------------------------------------------------------ TRL arm
-def trl_arm(family: str, args: argparse.Namespace, proto: Any) -> None:
-    """TRL's GRPOTrainer on the same model folder and problems; steps when the driver says so (a callback
-    blocks at each step's start), so the arms interleave. Never returns."""
-    from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    from model_adapters.registry import create_adapter
-    from model_adapters.tiny import ensure_tiny
-
-    adapter = create_adapter(FAMILIES[family])
-    rows = []
-    for p in problems(family, args.pool):
-        if family == "vl":  # corl-vl's messages; TRL puts the "image" column into the image part
-            images = [adapter.prepare_image(im) for im in p.images]
-            messages = adapter.build_messages(p, images)
-            for message in messages:
-                message["content"] = [
-                    {k: v for k, v in part.items() if k != "image"} for part in message["content"]
-                ]
-            rows.append({"prompt": messages, "image": images[0]})
-        else:  # the very string corl-vl renders: same prompt token ids
-            rows.append({"prompt": adapter.render_prompt(p)[0]})
-
-    def reward(prompts: Any, completions: Any, completion_ids: Any, **_: Any) -> list[float]:
-        return majority_rewards([forced_answer(ids) for ids in completion_ids], args.k)
-
-    batch = args.problems * args.k
-    config = GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="vs-trl-"),
-        per_device_train_batch_size=batch,
-        gradient_accumulation_steps=1,
-        num_generations=args.k,
-        steps_per_generation=1,
-        num_iterations=1,
-        max_completion_length=args.tokens,
-        generation_kwargs={"min_new_tokens": args.tokens},
-        beta=0.0,
-        learning_rate=1e-6,
-        temperature=1.0,
-        top_p=1.0,
-        max_steps=10_000,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        use_cpu=True,
-        bf16=False,
-        fp16=False,
-        disable_tqdm=True,
-        seed=0,
-        remove_unused_columns=False,
-        dataloader_num_workers=0,
-    )
-    trainer = GRPOTrainer(
-        model=str(ensure_tiny(FAMILIES[family])),
-        reward_funcs=reward,
-        args=config,
-        train_dataset=Dataset.from_list(rows),
-    )
-    spent = {"generate": 0.0, "score": 0.0}
-
-    def timed(name: str, fn: Any) -> Any:
-        def wrapper(*a: Any, **k: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                spent[name] += time.perf_counter() - t0
-
-        return wrapper
-
-    trainer._generate = timed("generate", trainer._generate)
-    trainer._generate_and_score_completions = timed("score", trainer._generate_and_score_completions)
-
-    class Driven(TrainerCallback):
-        t0 = 0.0
-
-        def on_train_begin(self, *a: Any, **k: Any) -> None:
-            _reply(proto, {"ready": True, "peak_rss_mb": peak_rss_mb()})
-
-        def on_step_begin(self, *a: Any, **k: Any) -> None:
-            if sys.stdin.readline().strip() != "step":
-                proto.flush()
-                os._exit(0)
-            spent.update(generate=0.0, score=0.0)
-            self.t0 = time.perf_counter()
-
-        def on_step_end(self, *a: Any, **k: Any) -> None:
-            total = time.perf_counter() - self.t0
-            logged = trainer._metrics["train"]
-            _reply(
-                proto,
-                {
-                    "total": total,
-                    "rollout": spent["generate"],
-                    "reward": spent["score"] - spent["generate"],
-                    "update": total - spent["score"],
-                    "length_min": logged.get("completions/min_length", [float("nan")])[-1],
-                    "length_max": logged.get("completions/max_length", [float("nan")])[-1],
-                    "trained_rows": float(batch),
-                    "peak_rss_mb": peak_rss_mb(),
-                },
-            )
-
-    trainer.add_callback(Driven())
-    trainer.train()
 
 
 # ------------------------------------------------------------------------------------------------ processes
@@ -273,7 +165,9 @@ def worker(arm: str, args: argparse.Namespace) -> None:
     configure_cache_env()
     family, kind, *rest = arm.split(":")
     if kind == "trl":
-        trl_arm(family, args, proto)
+        from trl_arm import trl_arm
+
+        trl_arm(family, args, proto, _reply)
         return
     step = corl_arm(family, int(rest[0]), rest[1] == "par", args)
     _reply(proto, {"ready": True, "peak_rss_mb": peak_rss_mb()})
@@ -285,7 +179,7 @@ def worker(arm: str, args: argparse.Namespace) -> None:
 
 def arm_names(family: str, args: argparse.Namespace) -> list[str]:
     modes = {"both": ["seq", "par"], "true": ["par"], "false": ["seq"]}[args.parallel]
-    names = [f"{family}:trl"]
+    names = [f"{family}:trl"] if args.trl else []
     for n in [int(x) for x in args.agents.split(",")]:
         names += [f"{family}:corl:{n}:{m}" for m in (modes if n > 1 else ["seq"])]
     return names
@@ -304,6 +198,10 @@ def run_family(family: str, args: argparse.Namespace) -> dict[str, Any]:
         str(args.tokens),
         "--pool",
         str(args.pool),
+        "--shape",
+        args.shape,
+        "--micro-batch",
+        str(args.micro_batch),
     ]
     procs = {}
     for arm in arms:  # built one at a time: build times do not overlap
@@ -342,20 +240,26 @@ def _read(proc: subprocess.Popen, arm: str) -> dict[str, Any]:
 
 
 def summarise(family: str, arms: list[str], samples: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    trl = samples[f"{family}:trl"]
+    trl = samples.get(f"{family}:trl")  # None: TRL not installed (corl-vl arms only)
     rows = []
     base_seq = None
     for arm in arms:
         got = samples[arm]
         n = 1 if arm.endswith(":trl") else int(arm.split(":")[2])
         med = {k: statistics.median(s[k] for s in got) for k in ("total", *PHASES)}
-        paired = [s["total"] / t["total"] for s, t in zip(got, trl)]
+        paired = [s["total"] / t["total"] for s, t in zip(got, trl)] if trl else []
+        shares = [s["padding_share"] for s in got if s.get("padding_share") is not None]
         row = {
             "arm": arm,
             "agents": n,
             "median_s": med,
-            "paired_ratio_vs_trl": statistics.median(paired),
-            "per_agent_ratio_vs_trl": statistics.median(paired) / n,
+            "paired_ratio_vs_trl": statistics.median(paired) if paired else None,
+            "per_agent_ratio_vs_trl": statistics.median(paired) / n if paired else None,
+            "vision_images_per_step": statistics.median(s.get("vision", {}).get("images", 0) for s in got),
+            "vision_images_grad_per_step": statistics.median(
+                s.get("vision", {}).get("images_grad", 0) for s in got
+            ),
+            "padding_share": statistics.median(shares) if shares else None,
             "peak_rss_mb": max(s["peak_rss_mb"] for s in got),
             "completion_length": [min(s["length_min"] for s in got), max(s["length_max"] for s in got)],
             "trained_rows": statistics.median(s["trained_rows"] for s in got),
@@ -384,6 +288,9 @@ def print_table(results: list[dict[str, Any]]) -> str:
         "t(N)/N/t(1)",
         "peak RSS MB",
         "tokens",
+        "trained rows",
+        "pictures encoded (in grad passes)",
+        "padding share",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for fam in results:
@@ -391,6 +298,11 @@ def print_table(results: list[dict[str, Any]]) -> str:
             m = r["median_s"]
             scaling = r.get("scaling_vs_n1")
             lo, hi = r["completion_length"]
+            ratio, per_agent, share = (
+                r["paired_ratio_vs_trl"],
+                r["per_agent_ratio_vs_trl"],
+                r["padding_share"],
+            )
             cells = [
                 fam["family"],
                 r["arm"].split(":", 1)[1],
@@ -398,11 +310,14 @@ def print_table(results: list[dict[str, Any]]) -> str:
                 f"{m['rollout']:.2f}",
                 f"{m['reward']:.2f}",
                 f"{m['update']:.2f}",
-                f"{r['paired_ratio_vs_trl']:.2f}",
-                f"{r['per_agent_ratio_vs_trl']:.2f}",
+                "n/a" if ratio is None else f"{ratio:.2f}",
+                "n/a" if per_agent is None else f"{per_agent:.2f}",
                 "" if scaling is None else f"{scaling:.2f}",
                 f"{r['peak_rss_mb']:.0f}",
                 f"{lo:.0f}–{hi:.0f}",
+                f"{r['trained_rows']:.0f}",
+                f"{r['vision_images_per_step']:.0f} ({r['vision_images_grad_per_step']:.0f})",
+                "n/a" if share is None else f"{100 * share:.1f} %",
             ]
             lines.append("| " + " | ".join(cells) + " |")
     text = "\n".join(lines)
@@ -429,18 +344,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=8, help="completions per problem (default 8)")
     parser.add_argument("--problems", type=int, default=4, help="problems per step (default 4)")
     parser.add_argument(
-        "--tokens", type=int, default=32, help="new tokens per completion, forced (default 32)"
+        "--tokens",
+        type=int,
+        help="tiny: new tokens per completion, forced (default 32); paper: the cap (1024)",
     )
+    parser.add_argument("--shape", default="tiny", choices=("tiny", "paper"), help="batch shape (shapes.py)")
+    parser.add_argument("--micro-batch", type=int, default=8, help="paper: rows per gradient forward (8)")
     parser.add_argument("--pool", type=int, default=64, help="synthetic problems to draw from (default 64)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads per process")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS})")
     parser.add_argument("--_worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.tokens is None:
+        args.tokens = 1024 if args.shape == "paper" else 32
+    args.trl = importlib.util.find_spec("trl") is not None
     if args._worker:
         worker(args._worker, args)
         return 0
-    if importlib.util.find_spec("trl") is None:
-        parser.error('TRL is not installed: pip install -e ".[perf]" (the optional perf extra)')
+    if not args.trl:  # the corl-vl arms still run; every ratio against TRL reads n/a
+        print('TRL is not installed (pip install -e ".[perf]"): corl-vl arms only', file=sys.stderr)
     before = load_average()
     results = []
     for family in [f.strip() for f in args.families.split(",") if f.strip()]:
@@ -451,12 +373,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_record(args: argparse.Namespace, argv: list[str] | None, results: list[Any], before: str) -> None:
-    import trl
-
+    trl = importlib.import_module("trl") if args.trl else None
     record = {
         "command": "python benchmarks/perf/vs_trl.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "settings": {k: v for k, v in vars(args).items() if k not in ("_worker", "out")},
-        "trl_version": trl.__version__,
+        "settings": {k: v for k, v in vars(args).items() if k not in ("_worker", "out", "trl")},
+        "trl_version": trl.__version__ if trl else "not installed",
         "load_before": before,
         "load_after": load_average(),
         "table": print_table(results),

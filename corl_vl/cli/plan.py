@@ -94,7 +94,8 @@ def render(plan) -> str:
             lines.append(
                 f"      vLLM: {agent['vllm_needed_gib']:.2f} GiB for one full sequence of its "
                 f"{agent['items_gib']['vllm_share']:.1f} GiB share; {agent['concurrent_sequences']} of "
-                f"{agent['sequences']} sequences at once"
+                f"{agent['sequences']} sequences at once; prefix caching and the multi-modal processor cache "
+                "on (a problem's K samples share its prompt's KV blocks and picture)"
             )
     lines.append("  GPUs: " + ", ".join(f"{d}: {gib:.1f} GiB" for d, gib in data["devices"].items()))
     lines.extend(f"  note: {n}" for n in data["notes"])

@@ -104,10 +104,12 @@ class HFEngine:
     # generates from the module it was given (the trainer's): under ZeRO-3 the caller gathers its weights
     reads_trainer_weights = True
 
-    def __init__(self, adapter: Any, model: Any, *, batch_size: int = 16) -> None:
+    def __init__(self, adapter: Any, model: Any, *, batch_size: int = 16, share_prompt: bool = True) -> None:
         self.adapter = adapter
         self.model = model
         self.batch_size = max(1, batch_size)  # completions (rows) per generate call
+        # a problem's K rows of a call share one prefill of its prompt and picture (_shared_prefix)
+        self.share_prompt = share_prompt
 
     def generate(
         self,
@@ -154,9 +156,6 @@ class HFEngine:
     ) -> list[Completion]:
         model = self.model
         device = next(model.parameters()).device
-        batch = {k: v.to(device) for k, v in self.adapter.generation_batch(rows).items()}
-        if "pixel_values" in batch and batch["pixel_values"].is_floating_point():
-            batch["pixel_values"] = batch["pixel_values"].to(weights_dtype(model, self.adapter.torch_dtype))
         greedy = temperature == 0
         processors: list[LogitsProcessor] = []
         if not greedy and temperature != 1.0:
@@ -173,6 +172,8 @@ class HFEngine:
         model.eval()
         try:
             with _neutral_generation_config(model, stop_ids, pad_id):
+                shared = self._shared_prefix(rows, device) if self.share_prompt else None
+                batch = shared if shared is not None else self._inputs(rows, device)
                 out = model.generate(
                     **batch,
                     do_sample=False,
@@ -197,6 +198,47 @@ class HFEngine:
             text = self.adapter.decode(ids)
             result.append(Completion(ids=ids, text=text, logprobs=row_lp[: len(ids)], finish_reason=reason))
         return result
+
+    def _inputs(self, rows: Sequence[Any], device: Any) -> dict[str, torch.Tensor]:
+        batch = {k: v.to(device) for k, v in self.adapter.generation_batch(rows).items()}
+        if "pixel_values" in batch and batch["pixel_values"].is_floating_point():
+            batch["pixel_values"] = batch["pixel_values"].to(
+                weights_dtype(self.model, self.adapter.torch_dtype)
+            )
+        return batch
+
+    def _shared_prefix(self, rows: Sequence[Any], device: Any) -> dict[str, Any] | None:
+        """``generate``'s inputs for ``rows`` with each distinct prompt prefilled once; None: no prompt repeats
+        (or the model's cache cannot be continued), the plain path.
+
+        Why: rows are a prompt repeated K times; prefilling each (as ``num_return_sequences`` also does) runs the
+        picture through the tower and the prompt through the model K times. Here the distinct prompts but their
+        last token run once (a 1-token ``generate``: HF's own positions, M-RoPE included), the cache is expanded
+        to the rows (Qwen-VL's ``rope_deltas`` with it), and ``generate`` continues from it: the last prompt
+        token and every new one see the keys and values a full prefill gives; picture inputs are not needed.
+        """
+        starts = [i for i in range(len(rows)) if i == 0 or rows[i] is not rows[i - 1]]
+        if len(starts) == len(rows):
+            return None
+        per_row = {"input_ids", "attention_mask", "token_type_ids", "mm_token_type_ids"}
+        distinct = self._inputs([rows[i] for i in starts], device)  # as wide as all rows': the same prompts
+        if distinct["input_ids"].shape[1] < 2:
+            return None
+        prefix = {k: v[:, :-1] if k in per_row else v for k, v in distinct.items()}
+        out = self.model.generate(
+            **prefix, do_sample=False, max_new_tokens=1, return_dict_in_generate=True, use_cache=True
+        )
+        cache = out.past_key_values
+        if cache is None or cache.get_seq_length() != prefix["input_ids"].shape[1]:
+            return None
+        counts = torch.tensor([end - start for start, end in zip(starts, [*starts[1:], len(rows)])])
+        expand = torch.repeat_interleave(torch.arange(len(starts)), counts).to(device)
+        cache.batch_select_indices(expand)
+        base = getattr(self.model, "model", None)
+        deltas = getattr(base, "rope_deltas", None)
+        if isinstance(deltas, torch.Tensor) and deltas.shape[0] == len(starts):
+            base.rope_deltas = deltas[expand]
+        return {**{k: v[expand] for k, v in distinct.items() if k in per_row}, "past_key_values": cache}
 
     def sync_weights(self, model: Any) -> None:
         if model is not self.model:

@@ -86,6 +86,10 @@ def engine_kwargs(
         ),
         "logprobs_mode": "processed_logprobs",
         "seed": seed,
+        # a problem's K samples share its prompt: its KV blocks (the picture's tokens included) are computed once
+        # and its picture processed once; vLLM's defaults, stated so no default change turns them off unseen
+        "enable_prefix_caching": True,
+        "mm_processor_cache_gb": MM_PROCESSOR_CACHE_GB,
     }
     if max_model_len is not None:
         kwargs["max_model_len"] = max_model_len
@@ -106,6 +110,9 @@ def engine_kwargs(
         kwargs["tensor_parallel_size"] = tensor_parallel_size
     kwargs.update(engine_args or {})
     return kwargs
+
+
+MM_PROCESSOR_CACHE_GB = 4  # vLLM's default size of the multi-modal processor cache (ignored for text models)
 
 
 def on_accelerator() -> bool:

@@ -13,8 +13,8 @@ The update (``grpo.updates_per_batch`` optimizer steps per cohort step, :mod:`co
    numerics (applied when a cap is set — by the config or the adapter's family default — always logged);
    non-finite rollout logprobs are contained by the adapter and counted;
 3. a grad pass in micro-batches over the completions whose loss can be non-zero (non-zero advantage, or any
-   when β > 0), each micro-batch normalised by whole-batch totals so the accumulated gradient equals the
-   full-batch gradient; then the backend's step (clip, optimizer, schedule).
+   when β > 0), built by length (little padding, :mod:`corl_vl.train.minibatches`), each normalised by
+   whole-batch totals so the accumulated gradient equals the full-batch gradient; then the backend's step.
 
 Where the weights live and how a step is taken is the backend's business (:mod:`corl_vl.train.backends`): one
 process with plain torch, or a DeepSpeed ZeRO-2/3 engine over the agent's rank group in distributed runs.
@@ -35,6 +35,7 @@ from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.rollout import Rollout, RolloutEngine
 from corl_vl.rollout.base import engine_errors
+from corl_vl.train import minibatches
 from corl_vl.train.agent_rollout import build_engine, run_rollout
 from corl_vl.train.agent_update import optimizer_step
 from corl_vl.train.backends import TorchBackend, TrainingBackend
@@ -170,15 +171,19 @@ class Agent:
     ) -> Any:
         """No-grad logprobs and entropies of completions under the trainer (or ``model``): CompletionLogprobs."""
         weights = self.backend.inference_weights() if model is None else contextlib.nullcontext()
+        size = self.settings.grpo.micro_batch_size
+        # scored in length order (less padding, corl_vl.train.minibatches), handed back in the caller's order
+        order, back = minibatches.length_order(prompts, completions, size)
         with torch.no_grad(), weights:
-            return self.adapter.completion_logprobs(
+            scored = self.adapter.completion_logprobs(
                 model or self.model,
-                prompts,
-                completions,
+                [prompts[i] for i in order],
+                [completions[i] for i in order],
                 temperature=self.settings.grpo.temperature or 1.0,
-                micro_batch_size=self.settings.grpo.micro_batch_size,
+                micro_batch_size=size,
                 with_entropy=True,
             )
+        return old_rows(scored, back)
 
     def update(self, batch: Batch, old: Any = None, *, group_size: int | None = None) -> dict[str, float]:
         """``grpo.updates_per_batch`` optimizer steps on ``batch``, one per mini-batch of whole groups of

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from corl_vl.train import minibatches
 from corl_vl.train.batch import Batch, length_mask
 from corl_vl.train.grpo import Normalizer, masked_mean, policy_loss
 
@@ -48,12 +49,14 @@ def optimizer_step(agent: Any, batch: Batch, old: Any = None) -> dict[str, float
     if agent.loss_spec.beta > 0:
         reference = agent.score(batch.prompts, batch.completions, model=agent.ref_model).logprobs
     rollout_logprobs = batch.rollout_logprobs.to(device)
-    plan = step_plan(agent, batch, rows, mask, device)
+    lengths = minibatches.row_lengths(batch.prompts, batch.completions)
+    micro = minibatches.length_micro_batches(lengths, rows, agent.settings.grpo.micro_batch_size)  # exact
+    plan = step_plan(agent, batch, micro, mask, device)
     base = baselines(agent, old, rollout_logprobs, mask)
     agent.model.train()
     agent.backend.zero_grad()
     loss_total, parts = gradient_passes(
-        agent, batch, rows, advantages, mask, base, reference, plan, old is None
+        agent, batch, micro, advantages, mask, base, reference, plan, old is None
     )
     metrics["lr"] = agent.backend.optimizer.param_groups[0]["lr"]
     grad_norm, nonfinite = backend_step(agent, batch, plan, loss_total)
@@ -67,6 +70,10 @@ def optimizer_step(agent: Any, batch: Batch, old: Any = None) -> dict[str, float
     metrics.update({"loss": loss_total, "grad_norm": grad_norm, "trained_rows": float(len(rows))})
     metrics["update/skipped"] = float(plan.group_rows == 0)
     metrics["update/nonfinite"] = float(nonfinite)
+    # perf/padding_share: padded ÷ computed tokens of the gradient pass (right-padded micro-batches)
+    padded, computed = minibatches.padding_tokens(lengths, micro)
+    metrics.update({"perf/padded_tokens": float(padded), "perf/update_tokens": float(computed)})
+    metrics["perf/padding_share"] = padded / computed if computed else 0.0
     total = sum(w for w, _ in parts)
     for key in WEIGHTED_KEYS:
         values = [(w, m[key]) for w, m in parts if key in m]
@@ -87,9 +94,9 @@ def trained_rows(agent: Any, batch: Batch, advantages: torch.Tensor) -> list[int
     ]
 
 
-def step_plan(agent: Any, batch: Batch, rows: list[int], mask: torch.Tensor, device: Any) -> Any:
-    """The backend's plan of the step: micro-batches and the whole-batch loss normalizer."""
-    micro_batches = -(-len(rows) // agent.settings.grpo.micro_batch_size)
+def step_plan(agent: Any, batch: Batch, micro: list[list[int]], mask: torch.Tensor, device: Any) -> Any:
+    """The backend's plan of the step over the micro-batches ``micro``: the whole-batch loss normalizer."""
+    micro_batches, rows = len(micro), [i for index in micro for i in index]
     normalizer = Normalizer.of(mask)
     if batch.trained is not None:  # rows left out of the loss are left out of its totals too (as TRL)
         kept = batch.trained.to(device, torch.float32)
@@ -113,7 +120,7 @@ def baselines(agent: Any, old: Any, rollout_logprobs: torch.Tensor, mask: torch.
 def gradient_passes(
     agent: Any,
     batch: Batch,
-    rows: list[int],
+    micro: list[list[int]],
     advantages: torch.Tensor,
     mask: torch.Tensor,
     base: Baselines,
@@ -121,12 +128,12 @@ def gradient_passes(
     plan: Any,
     fill_baselines: bool,
 ) -> tuple[float, list[tuple[float, dict[str, float]]]]:
-    """The loss's backward over ``rows`` in micro-batches, each normalised by whole-batch totals (so the summed
-    gradient is the full batch's); returns the summed loss and each micro-batch's (token weight, metrics)."""
+    """The loss's backward over the micro-batches ``micro`` (built by length, :mod:`corl_vl.train.minibatches`),
+    each normalised by whole-batch totals (so the summed gradient is the full batch's); returns the summed loss
+    and each micro-batch's (token weight, metrics)."""
     grpo, device = agent.settings.grpo, mask.device
     loss_total, parts = 0.0, []
-    for start in range(0, len(rows), grpo.micro_batch_size):
-        index = rows[start : start + grpo.micro_batch_size]
+    for index in micro:
         current = agent.adapter.completion_logprobs(
             agent.backend.train_module,
             [batch.prompts[i] for i in index],

@@ -36,12 +36,14 @@ def old_rows(old: Any, index: list[int]) -> Any:
 def merge_updates(updates: list[dict[str, float]]) -> dict[str, float]:
     """One step's metrics from its optimizer steps: counts add up, the rest is the mean over the steps
     (``lr`` is the first step's: the schedule's value when the batch was drawn)."""
-    summed = ("trained_rows", "is/nonfinite_tokens", "loss")
+    summed = ("trained_rows", "is/nonfinite_tokens", "loss", "perf/padded_tokens", "perf/update_tokens")
     merged: dict[str, float] = {}
     for key in dict.fromkeys(k for update in updates for k in update):
         values = [update[key] for update in updates if key in update]
         merged[key] = sum(values) if key in summed else sum(values) / len(values)
     merged["lr"] = updates[0]["lr"]
+    if merged.get("perf/update_tokens"):  # the share of all the step's computed tokens, not a mean of shares
+        merged["perf/padding_share"] = merged["perf/padded_tokens"] / merged["perf/update_tokens"]
     merged["update/skipped"] = float(all(update["update/skipped"] for update in updates))
     merged["update/count"] = float(sum(1 for update in updates if not update["update/skipped"]))
     return merged
@@ -59,3 +61,62 @@ def batch_rows(batch: Any, index: list[int]) -> Any:
         advantages=batch.advantages[select],
         trained=trained,
     )
+
+
+PADDING_TARGET = 0.1  # a micro-batch closes before its padded tokens pass this share of its computed ones
+
+
+def length_micro_batches(lengths: list[int], rows: list[int], size: int) -> list[list[int]]:
+    """Rows ``rows`` cut into right-padded micro-batches by length (longest first), so little of what a forward
+    computes is padding.
+
+    A micro-batch takes the next-longest rows while (a) it stays within the token budget of ``size`` rows of the
+    longest row (so no forward is larger than the largest one of ``size`` rows, which bounds memory as before)
+    and (b) its padding stays within ``PADDING_TARGET`` of its tokens. Long-tailed lengths then give a few more,
+    smaller forwards instead of padding short rows to the longest (TRL pads each micro-batch to its longest row;
+    verl removes padding altogether).
+
+    Why this is exact: every loss is a sum over rows of terms that read only the row itself and whole-batch
+    totals (the :class:`~corl_vl.train.grpo.Normalizer`; GSPO/GMPO's sequence ratio is the row's own), so any
+    partition of the rows gives the same loss and gradient. Ties keep the given (problem-major) order, so a
+    problem's rows stay together where their lengths allow. Longest first: the step's peak memory comes first.
+    """
+    ordered = sorted(rows, key=lambda i: -lengths[i])  # stable: ties keep their order
+    budget = max(1, size) * max((lengths[i] for i in ordered), default=0)
+    micro: list[list[int]] = []
+    real = 0
+    for i in ordered:
+        if micro:
+            current = micro[-1]
+            width = lengths[current[0]]  # its longest row: the forward's width
+            computed = (len(current) + 1) * width
+            if computed <= budget and computed - (real + lengths[i]) <= PADDING_TARGET * computed:
+                current.append(i)
+                real += lengths[i]
+                continue
+        micro.append([i])
+        real = lengths[i]
+    return micro
+
+
+def row_lengths(prompts: list[Any], completions: list[list[int]]) -> list[int]:
+    """Tokens each row feeds the forward: prompt (picture tokens included) + completion."""
+    return [len(p) + len(c) for p, c in zip(prompts, completions)]
+
+
+def padding_tokens(lengths: list[int], micro_batches: list[list[int]]) -> tuple[int, int]:
+    """``(padded, computed)`` tokens of right-padded forwards over ``micro_batches``: each is as wide as its
+    longest row."""
+    computed = sum(len(mb) * max(lengths[i] for i in mb) for mb in micro_batches if mb)
+    real = sum(lengths[i] for mb in micro_batches for i in mb)
+    return computed - real, computed
+
+
+def length_order(prompts: list[Any], completions: list[list[int]], size: int) -> tuple[list[int], list[int]]:
+    """``(order, back)``: all rows in :func:`length_micro_batches` order, and the permutation that undoes it."""
+    order = [
+        i
+        for mb in length_micro_batches(row_lengths(prompts, completions), list(range(len(prompts))), size)
+        for i in mb
+    ]
+    return order, sorted(range(len(order)), key=order.__getitem__)
