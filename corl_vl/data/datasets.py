@@ -304,53 +304,92 @@ def load_problems(
     src = _read(Path(source).expanduser(), split, fields, limit)
     if known_layout and fields.id not in src.columns:
         src = _with_known_layout(src)
+    cols = _columns(src, fields, require_answer)
+    root = Path(image_root).expanduser() if image_root is not None else src.base
+    problems: list[Problem] = []
+    first_row: dict[str, int] = {}
+    for i, row in enumerate(src.rows):
+        problem = _problem_of_row(
+            row, f"{src.label} row {i}", i, cols, root, text_only, require_answer, check_images
+        )
+        if problem.id in first_row:
+            raise CorlError(
+                f"{src.label}: duplicate id {problem.id!r} (rows {first_row[problem.id]} and {i})"
+            )
+        first_row[problem.id] = i
+        problems.append(problem)
+    return problems
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """The source's columns that hold each field (None: absent), resolved once per source."""
+
+    id: str | None
+    question: str
+    answer: str | None
+    images: str | None
+    choices: str | None
+    text: str | None
+
+    @property
+    def used(self) -> set[str | None]:  # everything else goes to Problem.meta
+        return {self.id, self.question, self.answer, self.images, self.choices}
+
+
+def _columns(src: _Source, fields: FieldMap, require_answer: bool) -> _Columns:
     label, columns = src.label, src.columns
     if fields.id is not None and fields.id not in columns:
         raise CorlError(
             f"{label}: no id column {fields.id!r} (columns: {', '.join(columns)}); "
             "name it with FieldMap(id=...) or use FieldMap(id=None) for row-index ids"
         )
-    question_col = _pick(columns, fields.question, "question", label, required=True)
-    answer_col = _pick(columns, fields.answer, "answer", label)
-    images_col = _pick(columns, fields.images, "images", label)
-    choices_col = _pick(columns, fields.choices, "choices", label)
-    text_col = _pick(columns, fields.text_question, "text_question", label)
-    if require_answer and answer_col is None:
+    cols = _Columns(
+        id=fields.id,
+        question=_pick(columns, fields.question, "question", label, required=True),
+        answer=_pick(columns, fields.answer, "answer", label),
+        images=_pick(columns, fields.images, "images", label),
+        choices=_pick(columns, fields.choices, "choices", label),
+        text=_pick(columns, fields.text_question, "text_question", label),
+    )
+    if require_answer and cols.answer is None:
         raise CorlError(
             f"{label}: no answer column, but answers are required (columns: {', '.join(columns)})"
         )
-    used = {fields.id, question_col, answer_col, images_col, choices_col}
-    root = Path(image_root).expanduser() if image_root is not None else src.base
+    return cols
 
-    problems: list[Problem] = []
-    first_row: dict[str, int] = {}
-    for i, row in enumerate(src.rows):
-        where = f"{label} row {i}"
-        pid = str(i) if fields.id is None else _text(row.get(fields.id), f"{where} field {fields.id!r}")
-        if pid is None:
-            raise CorlError(f"{where}: empty {fields.id!r}")
-        if pid in first_row:
-            raise CorlError(f"{label}: duplicate id {pid!r} (rows {first_row[pid]} and {i})")
-        first_row[pid] = i
-        question = _text(row.get(question_col), f"{where} field {question_col!r}", limit=MAX_QUESTION_CHARS)
-        answer = _text(row.get(answer_col), f"{where} field {answer_col!r}") if answer_col else None
-        if require_answer and answer is None:
-            raise CorlError(f"{where} (id {pid!r}): empty {answer_col!r}")
-        field_where = f"{where} field {images_col!r}"
-        check = check_images and not text_only  # a text-only view never opens the pictures
-        images = _images(row.get(images_col), field_where, root, check) if images_col else []
-        if text_only:
-            text = (
-                _text(row.get(text_col), f"{where} field {text_col!r}", limit=MAX_QUESTION_CHARS)
-                if text_col
-                else None
-            )
-            if text is None and images:
-                raise CorlError(f"{where} (id {pid!r}): has an image but no text rendering (text_question)")
-            question, images = text or question, []
-        if question is None:
-            raise CorlError(f"{where} (id {pid!r}): empty {question_col!r}")
-        choices = _choices(row.get(choices_col), f"{where} field {choices_col!r}") if choices_col else None
-        meta = {key: value for key, value in row.items() if key not in used}
-        problems.append(Problem(pid, question, images, choices, answer, meta))
-    return problems
+
+def _problem_of_row(
+    row: dict[str, Any],
+    where: str,
+    index: int,
+    cols: _Columns,
+    root: Path,
+    text_only: bool,
+    require_answer: bool,
+    check_images: bool,
+) -> Problem:
+    """One row as a :class:`Problem` (``where``: "FILE row N", for the one-line errors)."""
+    pid = str(index) if cols.id is None else _text(row.get(cols.id), f"{where} field {cols.id!r}")
+    if pid is None:
+        raise CorlError(f"{where}: empty {cols.id!r}")
+    question = _text(row.get(cols.question), f"{where} field {cols.question!r}", limit=MAX_QUESTION_CHARS)
+    answer = _text(row.get(cols.answer), f"{where} field {cols.answer!r}") if cols.answer else None
+    if require_answer and answer is None:
+        raise CorlError(f"{where} (id {pid!r}): empty {cols.answer!r}")
+    check = check_images and not text_only  # a text-only view never opens the pictures
+    images = (
+        _images(row.get(cols.images), f"{where} field {cols.images!r}", root, check) if cols.images else []
+    )
+    if text_only:
+        text = None
+        if cols.text:
+            text = _text(row.get(cols.text), f"{where} field {cols.text!r}", limit=MAX_QUESTION_CHARS)
+        if text is None and images:
+            raise CorlError(f"{where} (id {pid!r}): has an image but no text rendering (text_question)")
+        question, images = text or question, []
+    if question is None:
+        raise CorlError(f"{where} (id {pid!r}): empty {cols.question!r}")
+    choices = _choices(row.get(cols.choices), f"{where} field {cols.choices!r}") if cols.choices else None
+    meta = {key: value for key, value in row.items() if key not in cols.used}
+    return Problem(pid, question, images, choices, answer, meta)
