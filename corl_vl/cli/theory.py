@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import sys
+from typing import Any
 
 from corl_vl.errors import CorlError
 
@@ -199,8 +200,35 @@ def _end(traj_final: tuple[float, ...], names: tuple[str, ...]) -> dict[str, flo
 
 
 def run(args: argparse.Namespace) -> int:
-    from corl_vl.science import theory
+    from corl_vl.science import theory  # lazy: numpy/scipy stay off the CLI's other commands
 
+    modes = _check_args(args)
+    opts = {"eps": args.eps, "tol": args.tol, "rtol": args.rtol, "atol": args.atol, "horizon": args.horizon}
+    opts |= {"reward": args.peer_reward, "advantage": args.advantage}
+    result: dict = {}
+    lines: list[str] = []
+    if args.example == "collapsed" or args.cohort is not None:
+        from corl_vl.science.cohort_theory import COLLAPSED
+
+        rows = COLLAPSED if args.cohort is None else _rows(args.cohort)
+        result, lines = _cohort(rows, args)
+    elif args.example is not None:
+        result, lines = _example(args, opts, theory)
+    elif args.pa is not None:
+        result, lines = _pair(args, opts, theory)
+    elif args.ring is not None:
+        result, lines = _ring_run(args, opts, theory)
+    if args.phase_portrait is not None:
+        path = theory.plot_phase_portrait(args.phase_portrait, args.k, eps=args.eps)
+        if not any(modes):
+            result = {"phase_portrait": str(path)}
+        lines.append(f"phase portrait written to {path}")
+    print(json.dumps(result) if args.json else "\n".join(lines))
+    return 0
+
+
+def _check_args(args: argparse.Namespace) -> list[bool]:
+    """The flags' combinations and ranges, each refusal one line; returns which modes were asked for."""
     modes = [
         args.example is not None,
         args.pa is not None or args.pb is not None,
@@ -225,64 +253,58 @@ def run(args: argparse.Namespace) -> int:
     _check_applicable(
         args, cohort=args.cohort is not None or args.example == "collapsed", integrates=any(modes)
     )
-    opts = {"eps": args.eps, "tol": args.tol, "rtol": args.rtol, "atol": args.atol, "horizon": args.horizon}
-    opts |= {"reward": args.peer_reward, "advantage": args.advantage}
-    result: dict = {}
-    lines: list[str] = []
-    if args.example == "collapsed" or args.cohort is not None:
-        from corl_vl.science.cohort_theory import COLLAPSED
+    return modes
 
-        rows = COLLAPSED if args.cohort is None else _rows(args.cohort)
-        result, lines = _cohort(rows, args)
-    elif args.example is not None:
-        prompts = theory.COMPLEMENTARY if args.example == "complementary" else theory.RING3
-        res = theory.compare(prompts, args.k, **opts)
-        self_acc = sum(res["self_reward"]) / len(res["self_reward"])
-        co_acc = sum(res["co_rl"]) / len(res["co_rl"])
-        result = {"self_reward_accuracy": self_acc, "co_rl_accuracy": co_acc}
-        if args.example == "ring3":
-            result |= {"self_reward_per_agent": res["self_reward"], "co_rl_per_agent": res["co_rl"]}
-        rows = ", ".join("(" + ", ".join(f"{x:g}" for x in row) + ")" for row in prompts)
-        lines += [
-            f"{args.example} example, K = {args.k}, start accuracies per prompt type: {rows}",
-            f"  self-reward final accuracy: {self_acc:.4f}",
-            f"  Co-RL ({'mutual' if len(prompts[0]) == 2 else 'ring'}) final accuracy: {co_acc:.4f}",
-        ]
-    elif args.pa is not None:
-        start = (args.pa, args.pb)
-        co = theory.integrate(start, theory.ring_supervisors(2), args.k, **opts)
-        own = theory.integrate(start, theory.self_supervisors(2), args.k, **opts)
-        names = ("pa", "pb")
-        result = {
-            "co_rl": {**_end(co.final, names), "converged": co.limit is not None, "t_end": float(co.t[-1])},
-            "self_reward": {
-                **_end(own.final, names),
-                "converged": own.limit is not None,
-                "t_end": float(own.t[-1]),
-            },
-            "k": args.k,
-        }
-        lines += [
-            f"start (pA, pB) = ({args.pa:g}, {args.pb:g}), K = {args.k}, pA + pB = {args.pa + args.pb:g}",
-            f"  Co-RL end state:       pA = {co.final[0]:.4f}, pB = {co.final[1]:.4f}",
-            f"  self-reward end state: pA = {own.final[0]:.4f}, pB = {own.final[1]:.4f}",
-        ]
-    elif args.ring is not None:
-        start = _ring(args.ring)
-        n = len(start)
-        ring = theory.integrate(start, theory.ring_supervisors(n), args.k, **opts)
-        own = theory.integrate(start, theory.self_supervisors(n), args.k, **opts)
-        result = {"ring": {"final": list(ring.final)}, "self_reward": {"final": list(own.final)}, "k": args.k}
-        fmt = lambda xs: ", ".join(f"{x:.4f}" for x in xs)  # noqa: E731
-        lines += [
-            f"{n}-agent ring (agent i supervised by agent i+1 mod {n}), K = {args.k}, start ({args.ring})",
-            f"  ring end state:        {fmt(ring.final)}",
-            f"  self-reward end state: {fmt(own.final)}",
-        ]
-    if args.phase_portrait is not None:
-        path = theory.plot_phase_portrait(args.phase_portrait, args.k, eps=args.eps)
-        if not any(modes):
-            result = {"phase_portrait": str(path)}
-        lines.append(f"phase portrait written to {path}")
-    print(json.dumps(result) if args.json else "\n".join(lines))
-    return 0
+
+def _example(args: argparse.Namespace, opts: dict, theory: Any) -> tuple[dict, list[str]]:
+    prompts = theory.COMPLEMENTARY if args.example == "complementary" else theory.RING3
+    res = theory.compare(prompts, args.k, **opts)
+    self_acc = sum(res["self_reward"]) / len(res["self_reward"])
+    co_acc = sum(res["co_rl"]) / len(res["co_rl"])
+    result = {"self_reward_accuracy": self_acc, "co_rl_accuracy": co_acc}
+    if args.example == "ring3":
+        result |= {"self_reward_per_agent": res["self_reward"], "co_rl_per_agent": res["co_rl"]}
+    rows = ", ".join("(" + ", ".join(f"{x:g}" for x in row) + ")" for row in prompts)
+    return result, [
+        f"{args.example} example, K = {args.k}, start accuracies per prompt type: {rows}",
+        f"  self-reward final accuracy: {self_acc:.4f}",
+        f"  Co-RL ({'mutual' if len(prompts[0]) == 2 else 'ring'}) final accuracy: {co_acc:.4f}",
+    ]
+
+
+def _pair(args: argparse.Namespace, opts: dict, theory: Any) -> tuple[dict, list[str]]:
+    start = (args.pa, args.pb)
+    co = theory.integrate(start, theory.ring_supervisors(2), args.k, **opts)
+    own = theory.integrate(start, theory.self_supervisors(2), args.k, **opts)
+    names = ("pa", "pb")
+    result = {
+        "co_rl": {**_end(co.final, names), "converged": co.limit is not None, "t_end": float(co.t[-1])},
+        "self_reward": {
+            **_end(own.final, names),
+            "converged": own.limit is not None,
+            "t_end": float(own.t[-1]),
+        },
+        "k": args.k,
+    }
+    return result, [
+        f"start (pA, pB) = ({args.pa:g}, {args.pb:g}), K = {args.k}, pA + pB = {args.pa + args.pb:g}",
+        f"  Co-RL end state:       pA = {co.final[0]:.4f}, pB = {co.final[1]:.4f}",
+        f"  self-reward end state: pA = {own.final[0]:.4f}, pB = {own.final[1]:.4f}",
+    ]
+
+
+def _ring_run(args: argparse.Namespace, opts: dict, theory: Any) -> tuple[dict, list[str]]:
+    start = _ring(args.ring)
+    n = len(start)
+    ring = theory.integrate(start, theory.ring_supervisors(n), args.k, **opts)
+    own = theory.integrate(start, theory.self_supervisors(n), args.k, **opts)
+    result = {"ring": {"final": list(ring.final)}, "self_reward": {"final": list(own.final)}, "k": args.k}
+
+    def fmt(xs: Any) -> str:
+        return ", ".join(f"{x:.4f}" for x in xs)
+
+    return result, [
+        f"{n}-agent ring (agent i supervised by agent i+1 mod {n}), K = {args.k}, start ({args.ring})",
+        f"  ring end state:        {fmt(ring.final)}",
+        f"  self-reward end state: {fmt(own.final)}",
+    ]
