@@ -286,6 +286,8 @@ if __name__ == "__main__":
     )  # a hung worker stopped by a timeout prints where it hung
     import argparse
 
+    from torchrun_launch import exit_without_teardown
+
     from corl_vl.cli import configure_logging
 
     configure_logging("info")  # corl-vl's own lines (the placement plan) to stderr, as `corl-vl train` does
@@ -349,3 +351,4 @@ if __name__ == "__main__":
         lora=tuple(filter(None, a.lora.split(","))),
         overrides=tuple(a.set),
     )
+    exit_without_teardown()  # everything the test reads is written and closed by now
