@@ -2,7 +2,7 @@
 plain process (the single-process reference). Not a test module itself (no ``test_`` prefix).
 
 Usage: ``python dist_worker.py OUT_DIR [--deepspeed JSON|none] [--max-steps N] [--save-every N] [--resume]
-[--gpus A,B] [--tp T] [--solo] [--engine hf|vllm] [--freeze PART,…] [--lora AGENT,…] [--set KEY=VALUE …] [--backend NAME] [--turns-log FILE] [--strict-vllm DIR]``
+[--gpus A,B] [--tp T] [--solo] [--engine hf|vllm] [--freeze PART,…] [--lora AGENT,…] [--set KEY=VALUE …] [--backend NAME] [--turns-log FILE] [--strict-vllm DIR] [--stop-at-once]``
 (optionally under ``torchrun --nproc_per_node=2``; the JSON defaults to ZeRO-2, ``none``: each agent's own Torch
 backend; steps to 2). ``--backend corl_vl_cuda_only`` builds each agent's world on a backend with NCCL's device rule
 (CUDA tensors only, gloo inside); ``--turns-log`` appends every turn a process takes on its (shared) GPU;
@@ -286,6 +286,8 @@ if __name__ == "__main__":
     )  # a hung worker stopped by a timeout prints where it hung
     import argparse
 
+    from torchrun_launch import exit_without_teardown
+
     from corl_vl.cli import configure_logging
 
     configure_logging("info")  # corl-vl's own lines (the placement plan) to stderr, as `corl-vl train` does
@@ -312,7 +314,16 @@ if __name__ == "__main__":
     parser.add_argument("--freeze", default="", help="train.freeze, comma-separated parts (e.g. lm_head)")
     parser.add_argument("--lora", default="", help="the agents that train LoRA adapters, e.g. qwen")
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE, as corl-vl train --set")
+    parser.add_argument(
+        "--stop-at-once", action="store_true", help="SIGTERM ends the process (no finish-the-step-and-save)"
+    )
     a = parser.parse_args()
+    if a.stop_at_once:
+        # a run expected to fail: torchrun SIGTERMs the surviving rank and waits 30 s (fixed) before SIGKILL,
+        # which the graceful stop (finish the step, save) would use up
+        from corl_vl.train import interrupts
+
+        interrupts._SIGNALS = (signal.SIGINT,)
     models = tuple(a.models.split(","))
     if a.backend == CUDA_ONLY:
         register_cuda_only_backend()
@@ -340,3 +351,4 @@ if __name__ == "__main__":
         lora=tuple(filter(None, a.lora.split(","))),
         overrides=tuple(a.set),
     )
+    exit_without_teardown()  # everything the test reads is written and closed by now

@@ -75,10 +75,16 @@ def _prompt_of_a_300x200_image(adapter):
     return prompt
 
 
-@pytest.mark.slow
-def test_width_only_builds_runs_and_uses_the_real_image_processor():
+@pytest.fixture(scope="module")
+def width_only_bf16():
+    """The width-only 3B in bf16, built once (a random init of ~0.5 B parameters takes ~20 s on one thread)."""
     adapter = create_adapter("qwen2.5-vl-3b@width-only", dtype="bfloat16")
-    model = adapter.load_model()
+    return adapter, adapter.load_model()
+
+
+@pytest.mark.slow
+def test_width_only_builds_runs_and_uses_the_real_image_processor(width_only_bf16):
+    adapter, model = width_only_bf16
     assert model.dtype == torch.bfloat16
     assert model.config.text_config.hidden_size == 2048
     assert model.get_output_embeddings().out_features == 151_936
@@ -90,11 +96,15 @@ def test_width_only_builds_runs_and_uses_the_real_image_processor():
 
 
 @pytest.mark.slow
-def test_width_only_backward_reaches_the_vision_tower_at_full_width():
+def test_width_only_backward_reaches_the_vision_tower_at_full_width(width_only_bf16):
     """The whole backward, LM head to patch embedding, at every real width. In fp32: without AVX-512 bf16, the
-    CPU's bf16 matmuls in a backward's layouts run 25–100× slower than fp32 (5–10 minutes against ~15 s)."""
+    CPU's bf16 matmuls in a backward's layouts run 25–100× slower than fp32 (5–10 minutes against ~15 s).
+    The fp32 model is a copy of the shared bf16 one (random weights either way; a second init costs ~20 s)."""
+    import copy
+
     adapter = create_adapter("qwen2.5-vl-3b@width-only", dtype="float32")
-    model = adapter.load_model()
+    model = copy.deepcopy(width_only_bf16[1]).float()
+    assert all(p.dtype == torch.float32 for p in model.parameters())
     assert model.get_output_embeddings().out_features == 151_936
     out = adapter.completion_logprobs(model, [_prompt_of_a_300x200_image(adapter)], [[5, 6, 7]])
     out.logprobs.sum().backward()

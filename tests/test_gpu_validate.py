@@ -290,6 +290,6 @@ def test_vllm_sections_run_end_to_end_on_cpu(tmp_path, capsys):
 def test_the_torchrun_check_trains_resumes_and_logs_every_step_on_gloo():
     import checks
 
-    result = checks.torchrun_zero3(["tiny-qwen2.5", "tiny-llama3"], backend="gloo", steps=2)
+    result = checks.torchrun_zero3(["tiny-qwen2.5", "tiny-llama3"], backend="gloo", steps=1)
     assert result["ok"], result.get("error")
-    assert result["steps_logged"] == {"agent0": [0, 1, 2], "agent1": [0, 1, 2]}
+    assert result["steps_logged"] == {"agent0": [0, 1], "agent1": [0, 1]}  # 1 step, then 1 resumed

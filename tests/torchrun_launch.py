@@ -25,3 +25,15 @@ def torchrun(worker: str | Path, *args: str, nproc: int = 2) -> list[str]:
         str(worker),
         *args,
     ]
+
+
+def exit_without_teardown() -> None:
+    """End a worker whose results are written and closed: skips the interpreter's teardown of torch,
+    transformers, DeepSpeed and vLLM (3-5 s of C-level finalisation per process on a loaded 2-core machine)."""
+    import logging
+    import os
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
