@@ -107,6 +107,9 @@ def train(
     ``wrapper`` (default: the config's ``experiment:`` section, :func:`corl_vl.experiment.wrapper_for`) adapts
     the config, the synthetic problems and the callbacks around the recipe.
     """
+    # corl_vl.train.callbacks before load_checkpoint: importing rich (its progress bars) draws from Python's global
+    # RNG, so first importing it after a resume restored the RNG would shift the resumed run off the straight one
+    import corl_vl.train.callbacks  # noqa: F401
     from corl_vl.experiment import wrapper_for
     from corl_vl.train.checkpoint import load_checkpoint
     from corl_vl.train.preflight import check_data
