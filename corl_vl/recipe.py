@@ -11,6 +11,7 @@ signal handling (Ctrl-C / SIGTERM end the run after the step with a checkpoint) 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -41,12 +42,16 @@ def build_cohort(
     A config with an ``experiment:`` section must be resolved first (:func:`corl_vl.experiment.resolve`:
     ``train`` does it) so that its agents point at their warm-started bases, and its synthetic problems are
     the experiment's skills only when passed as ``problems`` (``Experiment.scope``; ``train`` does it)."""
+    import numpy as np
     import torch
 
     from corl_vl.train.cohort import Cohort
     from corl_vl.train.device_placement import placement_for
     from corl_vl.train.preflight import check_launch
 
+    # every global RNG, as transformers.set_seed does: a run is the same however the process drew before it
+    random.seed(cfg.train.seed)
+    np.random.seed(cfg.train.seed)
     torch.manual_seed(cfg.train.seed)
     if dist is not None:  # what a launch supports (train() checked it already; a script may not have)
         check_launch(cfg, dist)
@@ -107,11 +112,8 @@ def train(
     ``wrapper`` (default: the config's ``experiment:`` section, :func:`corl_vl.experiment.wrapper_for`) adapts
     the config, the synthetic problems and the callbacks around the recipe.
     """
-    # corl_vl.train.callbacks before load_checkpoint: importing rich (its progress bars) draws from Python's global
-    # RNG, so first importing it after a resume restored the RNG would shift the resumed run off the straight one
-    import corl_vl.train.callbacks  # noqa: F401
     from corl_vl.experiment import wrapper_for
-    from corl_vl.train.checkpoint import load_checkpoint
+    from corl_vl.train.checkpoint import RestoreRng, load_checkpoint, rng_state
     from corl_vl.train.preflight import check_data
     from corl_vl.train.reporting import truncate_metrics
 
@@ -132,6 +134,7 @@ def train(
     if prepare is not None:
         prepare(cohort)
     start = load_checkpoint(previous, cohort, allow_unsafe=allow_unsafe_checkpoint) if resuming else 0
+    restore_rng = [RestoreRng(rng_state())] if resuming else []  # the restored state, set again last (below)
     if (
         main and resuming
     ):  # after every refusal (the cohort's, the checkpoint's): a refused resume writes nothing
@@ -141,7 +144,9 @@ def train(
     truncate_metrics(run_dir, [a.name for a in cohort.agents] if leader else [], start)
     resumed_at_end = previous is not None and start >= cfg.train.max_steps
     hooks = _callbacks(cohort, run_dir, progress, resumed_at_end, dist, wrapper)
-    return _fit(cohort, [*hooks, *callbacks], start, run_dir, dist, plot=cfg.train.plot and main)
+    return _fit(
+        cohort, [*hooks, *callbacks, *restore_rng], start, run_dir, dist, plot=cfg.train.plot and main
+    )
 
 
 def _check_before_models(cfg: CohortConfig, resume: bool) -> None:
@@ -227,6 +232,7 @@ def _fit(cohort: Any, hooks: list[Any], start: int, run_dir: Path, dist: Any, *,
     from corl_vl.train.reporting import plot_run
 
     with StopRequest(dist) as stop:
+        # StopOnSignal last for on_step_end; it has no on_fit_start, so a resume's RestoreRng stays the last one
         run = fit(cohort, [*hooks, StopOnSignal(stop)], start_step=start, run_dir=run_dir)
     if stop.signum is not None:
         again = resume_command()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -14,6 +16,7 @@ from corl_vl.config import load_config
 from corl_vl.errors import CorlError
 from corl_vl.recipe import train
 from corl_vl.train.checkpoint import latest_checkpoint
+from corl_vl.train.loop import Callback
 
 
 class Killed(Exception):
@@ -124,3 +127,32 @@ def test_latest_pointer_of_older_runs_still_resolves(tmp_path):
     assert latest_checkpoint(tmp_path / "run") == root / "step-000002"
     (root / "latest").unlink()
     assert latest_checkpoint(tmp_path / "run") == root / "step-000004"  # no pointer: the newest complete one
+
+
+class _DrawsAtStart(Callback):
+    """Draws from every global RNG before the first step, as a module first imported then would (rich does)."""
+
+    def on_fit_start(self, run):
+        random.random(), np.random.rand(), torch.rand(1)
+
+
+class _RngAtEnd(Callback):
+    """Each global RNG's state after the last step."""
+
+    def on_fit_end(self, run):
+        self.state = (random.getstate(), np.random.get_state()[1].tolist(), torch.get_rng_state())
+
+
+def test_resume_restores_rng_after_everything_that_draws_before_the_first_step(tmp_path):
+    full, resumed = tmp_path / "full", tmp_path / "resumed"
+    straight, again = _RngAtEnd(), _RngAtEnd()
+    train(_config(full), progress=False, prepare=_builder(), callbacks=[_DrawsAtStart(), straight])
+    with pytest.raises(Killed):
+        train(_config(resumed), progress=False, prepare=_builder(kill_at_call=3), callbacks=[_DrawsAtStart()])
+    train(
+        _config(resumed), resume=True, progress=False, prepare=_builder(), callbacks=[_DrawsAtStart(), again]
+    )
+    assert straight.state[0] == again.state[0]
+    assert straight.state[1] == again.state[1]
+    assert torch.equal(straight.state[2], again.state[2])
+    assert _records(full, "qwen") == _records(resumed, "qwen")

@@ -63,6 +63,7 @@ from corl_vl.train.checkpoint_layout import (  # noqa: F401 (latest_checkpoint â
     remove_stale_temps,
 )
 from corl_vl.train.deepspeed_files import check_deepspeed_files
+from corl_vl.train.loop import Callback
 from corl_vl.train.lora import ADAPTER_FOLDER, has_lora, load_adapters, save_adapters
 from corl_vl.train.safe_state import has_state, load_legacy, load_state, save_state
 from model_adapters.vllm_layout import apply_to_folder
@@ -77,14 +78,16 @@ def save_model_folder(model: Any, folder: Path) -> None:
         model.save_pretrained(folder, safe_serialization=True)
 
 
-def _rng_state() -> dict[str, Any]:
+def rng_state() -> dict[str, Any]:
+    """Python's, NumPy's, torch's (and CUDA's) global RNG states: what a checkpoint saves per process."""
     state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
 
-def _set_rng_state(state: dict[str, Any]) -> None:
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what :func:`rng_state` returned."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
@@ -160,7 +163,7 @@ def _save_single(run_dir: Path, cohort: Any) -> Path:
             save_state(agent.state_dict(), state, "trainer_state")
             if has_lora(agent.model):
                 save_adapters(agent.model, state / ADAPTER_FOLDER)
-        save_state({"cohort": cohort.state_dict(), "rng": _rng_state()}, tmp, "cohort_state")
+        save_state({"cohort": cohort.state_dict(), "rng": rng_state()}, tmp, "cohort_state")
         meta = {"step": cohort.step_index, "agents": [a.name for a in cohort.agents], "format": FORMAT}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
         _normalise_permissions(tmp)
@@ -279,8 +282,22 @@ def load_checkpoint(path: str | Path, cohort: Any, *, allow_unsafe: bool = False
         agent.sync()
     file = _state_file(path, "cohort_state")
     _restore(file, cohort.load_state_dict, state["cohort"])
-    _restore(file, _set_rng_state, state["rng"])
+    _restore(file, set_rng_state, state["rng"])
     return int(meta["step"])
+
+
+class RestoreRng(Callback):
+    """Sets the resumed RNG state again as the last ``on_fit_start``, right before the first new step.
+
+    Why: anything that draws from a global RNG between the restore and that step (a module first imported then,
+    a callback starting) would shift the resumed run off the straight one; the straight run drew nothing there.
+    """
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+
+    def on_fit_start(self, run: Any) -> None:
+        set_rng_state(self.state)
 
 
 # ------------------------------------------------------------------------------------------ distributed
@@ -326,7 +343,7 @@ def _save_distributed(run_dir: Path, cohort: Any) -> Path:
                     save_adapters(agent.model, state / ADAPTER_FOLDER)
         agent.backend.save(agent_state_folder(tmp, agent.name, FORMAT) / "deepspeed")
     (tmp / "rng").mkdir(exist_ok=True)
-    save_state(_rng_state(), tmp / "rng", f"rank-{dist.rank}")
+    save_state(rng_state(), tmp / "rng", f"rank-{dist.rank}")
     dist.barrier()
     final = root / name
     if dist.is_main:
@@ -365,5 +382,5 @@ def _load_distributed(path: Path, meta: dict[str, Any], cohort: Any, allow_unsaf
         agent.sync()
     _restore(_state_file(path, "cohort_state"), cohort.load_state_dict, state["cohort"])
     rng, name = path / "rng", f"rank-{dist.rank}"
-    _restore(_state_file(rng, name), _set_rng_state, _read_state(rng, name, allow_unsafe))
+    _restore(_state_file(rng, name), set_rng_state, _read_state(rng, name, allow_unsafe))
     return int(meta["step"])
