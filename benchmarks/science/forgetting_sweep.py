@@ -73,13 +73,29 @@ KEPT_METRICS = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="RL seeds (train.seed)")
+    return arm_sweep(argv, __doc__.splitlines()[0], ARMS, seeds=[0, 1], every=2, output="runs/forgetting")
+
+
+def arm_sweep(
+    argv: list[str] | None,
+    description: str,
+    arms: dict[str, dict[str, Any]],
+    *,
+    seeds: list[int],
+    every: int,
+    output: str,
+    baseline: list[str] | None = None,
+) -> int:
+    """The command line shared by the arm sweeps (this one, loss_menu.py): every arm × RL seed of ``arms`` on
+    ``baseline`` (default :data:`BASELINE`), the report rewritten after each run; ``--merge`` only combines."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--arms", nargs="+", default=list(arms), choices=list(arms))
+    parser.add_argument("--seeds", type=int, nargs="+", default=seeds, help="RL seeds (train.seed)")
     parser.add_argument("--steps", type=int, default=10, help="train.max_steps")
-    parser.add_argument("--every", type=int, default=2, help="held-out evaluation every N steps")
+    parser.add_argument("--every", type=int, default=every, help="held-out evaluation every N steps")
     parser.add_argument("--per-skill", type=int, default=16, help="held-out problems per skill")
-    parser.add_argument("--output-dir", default=str(ROOT / "runs/forgetting"))
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="for every arm alike")
+    parser.add_argument("--output-dir", default=str(ROOT / output))
     parser.add_argument(
         "--merge", nargs="+", metavar="DIR", help="no training: combine these folders' results"
     )
@@ -101,12 +117,14 @@ def main(argv: list[str] | None = None) -> int:
         "train.log_entropy=true",
         "train.plot=false",
         "train.report_to=[none]",
+        *args.set,
     ]
-    result: dict[str, Any] = {"common": common, "arms": {a: ARMS[a] for a in args.arms}, "runs": []}
+    result: dict[str, Any] = {"common": common, "arms": {a: arms[a] for a in args.arms}, "runs": []}
     for seed in args.seeds:
         for arm in args.arms:
             started = time.perf_counter()
-            rec = run_arm(arm, seed, common, out / "runs" / f"{arm}-seed{seed}")
+            folder = out / "runs" / f"{arm}-seed{seed}"
+            rec = run_arm(arm, seed, common, folder, arms=arms, baseline=baseline)
             rec["seconds"] = time.perf_counter() - started
             result["runs"].append(rec)
             result["seconds"] = time.perf_counter() - t_start

@@ -19,17 +19,14 @@ agent: strong / weak / overall change, mean ± sd over seeds; entropy; clip shar
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.science.forgetting_sweep import _command, merge, run_arm, write_report  # noqa: E402
-from corl_vl.paths import configure_cache_env  # noqa: E402
+from benchmarks.science.forgetting_sweep import arm_sweep  # noqa: E402
 from corl_vl.train.policy_losses import POLICY_LOSSES  # noqa: E402
 from corl_vl.train.rollout_correction import MODES  # noqa: E402
 
@@ -41,54 +38,8 @@ ARMS: dict[str, dict[str, Any]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="RL seeds (train.seed)")
-    parser.add_argument("--steps", type=int, default=10, help="train.max_steps")
-    parser.add_argument("--every", type=int, default=5, help="held-out evaluation every N steps")
-    parser.add_argument("--per-skill", type=int, default=16, help="held-out problems per skill")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="for every arm alike")
-    parser.add_argument("--output-dir", default=str(ROOT / "runs/loss_menu"))
-    parser.add_argument(
-        "--merge", nargs="+", metavar="DIR", help="no training: combine these folders' results"
-    )
-    args = parser.parse_args(argv)
-    out = Path(args.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if args.merge:
-        return merge([Path(f) for f in args.merge], out)
-    configure_cache_env()
-
-    import torch
-
-    torch.set_num_threads(1)
-    t_start = time.perf_counter()
-    common = [
-        f"train.max_steps={args.steps}",
-        f"experiment.heldout.every={args.every}",
-        f"experiment.heldout.per_skill={args.per_skill}",
-        "train.log_entropy=true",
-        "train.plot=false",
-        "train.report_to=[none]",
-        *args.set,
-    ]
-    result: dict[str, Any] = {"common": common, "arms": {a: ARMS[a] for a in args.arms}, "runs": []}
-    for seed in args.seeds:
-        for arm in args.arms:
-            started = time.perf_counter()
-            folder = out / "runs" / f"{arm}-seed{seed}"
-            rec = run_arm(arm, seed, common, folder, arms=ARMS, baseline=[])
-            rec["seconds"] = time.perf_counter() - started
-            result["runs"].append(rec)
-            result["seconds"] = time.perf_counter() - t_start
-            write_report(result, out, f"{_command()}\n# wall time so far: {result['seconds']:.0f} s\n")
-            last = rec["evals"][-1]
-            print(
-                f"[{result['seconds']:6.0f}s] {arm} seed {seed}: "
-                + "  ".join(f"{a}: {last[a]['per_skill']}" for a in rec["agents"]),
-                flush=True,
-            )
-    return 0
+    description = __doc__.splitlines()[0]
+    return arm_sweep(argv, description, ARMS, seeds=[0, 1, 2], every=5, output="runs/loss_menu", baseline=[])
 
 
 if __name__ == "__main__":

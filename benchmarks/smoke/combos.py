@@ -18,15 +18,22 @@ import shutil
 import sys
 import tempfile
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import combos_checks as checks
 import combos_plan as plan
 from options import _bases
-from sweep_runs import ROOT, _Warnings, model_loads, no_gradient, run_command, trained_from_folder, verdict
+from sweep_runs import (
+    ROOT,
+    _Warnings,
+    model_loads,
+    no_gradient,
+    run_command,
+    run_pool,
+    trained_from_folder,
+    verdict,
+)
 
 RESULTS = Path(__file__).parent / "results"
 NAME = "combos"
@@ -290,22 +297,13 @@ def main(argv: list[str] | None = None) -> int:
             r["id"]: r for r in json.loads((RESULTS / f"{NAME}.json").read_text()) if r["status"] != "not run"
         }
     scratch = tempfile.mkdtemp(prefix="corl-combos-")
-    start = time.time()
-    with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
-        pending = {pool.submit(execute, c, scratch): c for c in chosen}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                case = pending.pop(future)
-                try:
-                    rows[case["id"]] = future.result()
-                except Exception as err:
-                    rows[case["id"]] = {"status": "FAIL: worker died", "rc": -1, "error": repr(err)[:300]}
-                print(
-                    f"[{time.time() - start:6.0f}s] {rows[case['id']]['status'][:60]:<60} {case['id']}",
-                    flush=True,
-                )
-                write_results(rows, every)
+
+    def done(case: dict[str, Any], row: dict[str, Any], seconds: float) -> None:
+        rows[case["id"]] = row
+        print(f"[{seconds:6.0f}s] {row['status'][:60]:<60} {case['id']}", flush=True)
+        write_results(rows, every)
+
+    run_pool(chosen, execute, (scratch,), args.workers, done)
     shutil.rmtree(scratch, ignore_errors=True)
     failed = [r for r in rows.values() if r["status"].startswith("FAIL")]
     print(f"{len(chosen)} run, {len(failed)} failed; results in {RESULTS}", file=sys.stderr)

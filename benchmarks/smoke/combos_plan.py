@@ -14,22 +14,11 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from sweep_catalog import TINY
+
 # the demo cohort at a smoke budget (sweep_catalog.TINY), with a constant schedule: a 1-step run and a 2-step run
 # then follow the same learning rate, so "1 step + resume" can equal "2 straight steps"
-BASE = [
-    "train.max_steps=1",
-    "data.limit=32",
-    "data.problems_per_step=4",
-    "grpo.k=4",
-    "grpo.max_new_tokens=8",
-    "grpo.micro_batch_size=16",
-    "experiment.heldout.per_skill=2",
-    "train.plot=false",
-    "train.report_to=[none]",
-    "train.save_every=0",
-    "train.scheduler=constant",
-    "train.warmup_ratio=0",
-]
+BASE = [*TINY, "train.scheduler=constant", "train.warmup_ratio=0"]
 # a third, text-only agent (Qwen2.5) beside the demo's two VLMs: strong on every skill from a short warm start
 MIXED3 = [
     "agents=[{name: qwen, model: tiny-qwen2.5-vl}, {name: internvl, model: tiny-internvl3.5},"

@@ -19,15 +19,12 @@ import re
 import shutil
 import sys
 import tempfile
-import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import sweep_catalog as catalog
 import sweep_cli
-from sweep_runs import ROOT, run_command, train_in_process, trained_from_folder, verdict
+from sweep_runs import ROOT, run_command, run_pool, train_in_process, trained_from_folder, verdict
 
 RESULTS = Path(__file__).parent / "results"
 # run last, minutes each: a new warm-started base (other presets, warm-start settings), vLLM start-up, the demo
@@ -347,21 +344,13 @@ def main(argv: list[str] | None = None) -> int:
         if case["skip"]:
             rows[case["id"]] = {"status": "not run", "reason": case["skip"]}
     mine = {c["id"] for c in chosen} if args.update else None
-    start = time.time()
-    with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
-        pending = {pool.submit(execute, c, paths, str(work / "runs")): c for c in runnable}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                case = pending.pop(future)
-                try:
-                    rows[case["id"]] = future.result()
-                except Exception as err:
-                    rows[case["id"]] = {"status": "FAIL: worker died", "rc": -1, "error": repr(err)[:300]}
-                print(
-                    f"[{time.time() - start:6.0f}s] {rows[case['id']]['status']:<32} {case['id']}", flush=True
-                )
-                write_results(rows, cases, mine)
+
+    def done(case: dict[str, Any], row: dict[str, Any], seconds: float) -> None:
+        rows[case["id"]] = row
+        print(f"[{seconds:6.0f}s] {row['status']:<32} {case['id']}", flush=True)
+        write_results(rows, cases, mine)
+
+    run_pool(runnable, execute, (paths, str(work / "runs")), args.workers, done)
     write_results(rows, cases, mine)
     failed = [r for r in rows.values() if r["status"].startswith("FAIL")]
     print(f"{len(runnable)} run, {len(failed)} failed; results in {RESULTS}", file=sys.stderr)

@@ -18,7 +18,9 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +238,26 @@ def verdict(record: dict[str, Any], trains: bool) -> str:
     if record.get("warnings"):
         return "nothing trained (warned)"
     return "FAIL: nothing trained, no warning"
+
+
+def run_pool(
+    cases: list[dict[str, Any]],
+    execute: Callable[..., dict[str, Any]],
+    extra: tuple[Any, ...],
+    workers: int,
+    on_done: Callable[[dict[str, Any], dict[str, Any], float], None],
+) -> None:
+    """``execute(case, *extra)`` for every case in ``workers`` spawned processes; ``on_done(case, row, seconds)``
+    as each finishes (a worker that died is a FAIL row, not an exception)."""
+    start = time.time()
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        pending = {pool.submit(execute, case, *extra): case for case in cases}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                case = pending.pop(future)
+                try:
+                    row = future.result()
+                except Exception as err:
+                    row = {"status": "FAIL: worker died", "rc": -1, "error": repr(err)[:300]}
+                on_done(case, row, time.time() - start)
