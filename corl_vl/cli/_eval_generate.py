@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from corl_vl.cli.eval import _data_for, _labels, _score_sets, _warn
+from corl_vl.cli._eval_shared import _data_for, _labels, _score_sets, _warn
 
 # a model this small is a tiny test or demo model: random ones never stop, warm-started ones answer in a few
 # tokens, so the benchmark's budget (thousands of tokens) would only make the run take minutes

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corl_vl.data.hub import decode_json_columns
 from corl_vl.data.images import _describe, check_aspect, lazy_image, verify_image
 from corl_vl.data.problem import ImageLike, Problem
 from corl_vl.errors import CorlError
@@ -72,17 +73,6 @@ def _pick(columns: list[str], spec: Columns, field: str, label: str, *, required
             f"{label}: no {field} column (tried {', '.join(spec)}; columns: {', '.join(columns)})"
         )
     return found
-
-
-def decode_json_columns(table: Any) -> list[dict[str, Any]]:
-    """Rows of a pyarrow table; columns of Arrow's JSON extension type (HF ``Json`` feature) are parsed."""
-    rows = table.to_pylist()
-    json_columns = [f.name for f in table.schema if getattr(f.type, "extension_name", None) == "arrow.json"]
-    for row in rows:
-        for name in json_columns:
-            if isinstance(row[name], str):
-                row[name] = json.loads(row[name])
-    return rows
 
 
 def _read_disk_dataset(path: Path, split: str | None, limit: int | None) -> _Source:
