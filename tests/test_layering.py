@@ -227,3 +227,83 @@ def test_base_reaches_no_checkpoint_builder():
                 reached.add(target)
                 pending.append(target)
     assert not reached & {"model_adapters.tiny", "model_adapters.full_size", "model_adapters.presets"}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A function-level import says why it is not at the top of its module (docs/architecture.md, "Imports"):
+# `# lazy: REASON[, REASON…] (optional words)` on its line, or on the line above its run of imports.
+# --------------------------------------------------------------------------------------------------------------
+
+LAZY_REASONS = {
+    # a heavy or optional third-party package the import loads and the module otherwise does not
+    *{"datasets", "deepspeed", "huggingface_hub", "jinja2", "math_verify", "matplotlib", "numpy", "peft"},
+    *{"PIL", "pyarrow", "qwen_vl_utils", "rich", "safetensors", "scipy", "tensorboard", "tokenizers"},
+    *{"torch", "torchvision", "transformers", "vllm", "wandb"},
+    "config-path",  # keeps `import corl_vl.config` at a few modules (test above)
+    "cli-help",  # keeps `corl-vl --help` from loading what one command needs
+    "upward",  # a lower layer calling a higher one that imports it at import time
+}
+
+
+def _lazy_reason(lines: list[str], body: list[ast.stmt], node: ast.stmt) -> list[str] | None:
+    """The reasons a function-level import states, or None when it states none."""
+    texts = [lines[node.lineno - 1]]  # its own line, then the comment lines heading it or an import above it
+    i = body.index(node)
+    while True:
+        texts.append(lines[body[i].lineno - 2].strip())
+        if (
+            texts[-1].startswith("# lazy:")
+            or i == 0
+            or not isinstance(body[i - 1], ast.Import | ast.ImportFrom)
+        ):
+            break
+        i -= 1
+    for text in texts:
+        if "# lazy:" in text:
+            reasons = text.split("# lazy:", 1)[1].split("(", 1)[0]
+            return [r.strip() for r in reasons.split(",")]
+    return None
+
+
+def unexplained_imports_in_functions(path: Path) -> list[str]:
+    """``path:line`` of each import inside a function without a known ``# lazy:`` reason."""
+    lines = path.read_text().splitlines()
+    tree = ast.parse("\n".join(lines))
+    skip = _type_checking_nodes(tree)
+    found = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for owner in ast.walk(fn):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                body = getattr(owner, field, None)
+                for node in body if isinstance(body, list) else []:
+                    if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in skip:
+                        reasons = _lazy_reason(lines, body, node)
+                        if not reasons or not set(reasons) <= LAZY_REASONS:
+                            found.append(f"{path.relative_to(ROOT)}:{node.lineno} {reasons}")
+    return sorted(set(found))
+
+
+def test_unexplained_imports_in_functions_are_found(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "m.py").write_text(
+        "def f():\n"
+        "    import json\n"  # no reason
+        "    # lazy: torch\n"
+        "    import torch\n"
+        "    import transformers\n"  # covered by the comment above its run
+        "    from x import y  # lazy: because\n"  # not a known reason
+        "    if True:\n"
+        "        import PIL  # lazy: PIL (only here)\n"
+    )
+    assert unexplained_imports_in_functions(tmp_path / "m.py") == ["m.py:2 None", "m.py:6 ['because']"]
+
+
+def test_every_import_in_a_function_states_why():
+    found = [
+        line
+        for path in [*ROOT.glob("corl_vl/**/*.py"), *ROOT.glob("model_adapters/**/*.py")]
+        for line in unexplained_imports_in_functions(path)
+    ]
+    assert found == [], "move these to the module top, or say `# lazy: REASON` (docs/architecture.md)"

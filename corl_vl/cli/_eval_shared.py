@@ -51,6 +51,7 @@ def _score_sets(
     name: str, problems: list[Any], sets: dict[str, dict[str, list[str]]], args: argparse.Namespace
 ) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     """Per-run results (each set alone) and, with --ensemble, the pooled majority vote."""
+    # lazy: cli-help
     from corl_vl.eval.ensemble import ensemble_scores
     from corl_vl.eval.scoring import score_responses
 
@@ -72,6 +73,7 @@ def _score_sets(
 
 def _model_extractor(args: argparse.Namespace) -> Any:
     """The ``--extractor model:…`` extractor, loaded once per command; None for ``rules``."""
+    # lazy: PIL, cli-help, numpy, tokenizers
     from corl_vl.eval.scoring.model_extractor import ModelExtractor, parse_extractor
     from model_adapters.dtypes import AUTO_DTYPE, resolve_dtype
 

@@ -54,6 +54,7 @@ def _register_synth(actions: argparse._SubParsersAction) -> None:
 
 
 def run_synth(args: argparse.Namespace) -> int:
+    # lazy: PIL
     from corl_vl.data.synth import generate_problems, skill_summary, write_dataset
 
     test_n = args.n // 4 if args.test_n is None else args.test_n
@@ -109,6 +110,7 @@ def _register_rephrase(actions: argparse._SubParsersAction) -> None:
 
 
 def run_rephrase(args: argparse.Namespace) -> int:
+    # lazy: PIL, cli-help
     from corl_vl.data.datasets import load_problems
     from corl_vl.data.rephrase import rephrase, write_view
 
@@ -146,6 +148,7 @@ def run_rephrase(args: argparse.Namespace) -> int:
 
 
 def _register_prepare(actions: argparse._SubParsersAction) -> None:
+    # lazy: cli-help
     from corl_vl.data.dataset_recipes import RECIPES
 
     listing = "; ".join(f"{r.name}: {r.hub_id} ({r.keep_description})" for r in RECIPES.values())
@@ -171,6 +174,7 @@ def _register_prepare(actions: argparse._SubParsersAction) -> None:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
+    # lazy: cli-help
     from corl_vl.data.dataset_recipes import get_recipe, prepare, split_recipe_name
 
     if args.limit is not None and args.limit < 1:

@@ -28,10 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from corl_vl.cli._eval_shared import _data_for, _labels, _score_sets, _warn
+from corl_vl.cli.grade import check_quick_match
 from corl_vl.errors import CorlError
+from corl_vl.io import check_output_path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    # lazy: cli-help
     from corl_vl.eval.benchmarks import BENCHMARKS
     from corl_vl.eval.protocol import PROTOCOLS
 
@@ -123,6 +126,7 @@ def _add_generation_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _benchmarks(values: list[str]) -> list[str]:
+    # lazy: cli-help
     from corl_vl.eval.benchmarks import BENCHMARKS, TEXT_BENCHMARKS, VISION_BENCHMARKS, get_spec
 
     groups = {"all": BENCHMARKS, "vision": VISION_BENCHMARKS, "text": TEXT_BENCHMARKS}
@@ -138,6 +142,7 @@ def _benchmarks(values: list[str]) -> list[str]:
 
 def _check_extractor(spec: str, names: list[str]) -> None:
     """Refuse a bad ``--extractor`` before anything is loaded or generated."""
+    # lazy: cli-help
     from corl_vl.eval.scoring.model_extractor import MODEL_EXTRACTED, parse_extractor
 
     if parse_extractor(spec) is not None and any(n not in MODEL_EXTRACTED for n in names):
@@ -180,6 +185,7 @@ def _flag(dest: str) -> str:
 def _check_flags(args: argparse.Namespace) -> None:
     """Refuse values that would be ignored or silently replaced, in one line, before anything loads; then
     fill in the defaults."""
+    # lazy: cli-help
     from corl_vl.eval.generate import check_device
     from corl_vl.eval.scoring.model_extractor import parse_extractor
 
@@ -212,6 +218,7 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def _use_protocol(args: argparse.Namespace) -> None:
     """``--protocol``: fix its settings (refusing a flag that would change one); else --benchmark is needed."""
+    # lazy: cli-help
     from corl_vl.eval.protocol import apply_protocol, get_protocol
 
     name = getattr(args, "protocol", None)
@@ -232,10 +239,9 @@ def _use_protocol(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from corl_vl.cli.grade import check_quick_match
+    # lazy: cli-help
     from corl_vl.eval.loaders import load_benchmark
     from corl_vl.eval.report import check_ids, overall_text, read_responses, write_outputs
-    from corl_vl.io import check_output_path
 
     if bool(args.responses) == bool(args.model):
         raise CorlError("give either --responses (score existing responses) or --model (generate), not both")
@@ -247,6 +253,7 @@ def _run(args: argparse.Namespace) -> int:
     several = len(names) > 1
     runs: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {}
     if args.model:  # run folders become their agents (docs/evaluation.md, "Evaluating a run")
+        # lazy: cli-help
         from corl_vl.eval.runs import expand_models
 
         expanded = expand_models(
@@ -277,6 +284,7 @@ def _run(args: argparse.Namespace) -> int:
         for label, pair in _score_sets(name, problems, sets, args).items():
             runs.setdefault(label, {})[name] = pair
     else:
+        # lazy: cli-help
         from corl_vl.cli._eval_generate import generate_and_score
 
         runs = generate_and_score(args, names, several)

@@ -96,6 +96,7 @@ def decode_json_columns(table: Any) -> list[dict[str, Any]]:
 
 @contextmanager
 def _quiet_hub_logs() -> Iterator[None]:
+    # lazy: datasets, huggingface_hub
     import datasets
     from huggingface_hub.utils import logging as hub_logging
 
@@ -130,6 +131,7 @@ def load_rows(
         limit: only the first ``limit`` rows.
         preparing: called by ``data prepare`` (the offline message then says how to feed it a copy).
     """
+    # lazy: datasets
     from datasets import disable_progress_bars, load_dataset
 
     label = label or str(target)

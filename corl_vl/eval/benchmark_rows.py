@@ -95,6 +95,7 @@ def resolve_image(
     an empty value; the caller decides whether the record needs an image. Paths are checked to exist (cheap);
     embedded bytes are verified and wrapped lazily so a whole benchmark is not decoded up front.
     """
+    # lazy: PIL
     from PIL import Image
 
     from corl_vl.data.images import lazy_image

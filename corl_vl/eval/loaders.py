@@ -58,6 +58,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _read_parquet(path: Path) -> list[dict[str, Any]]:
+    # lazy: pyarrow
     import pyarrow.parquet as pq
 
     try:
@@ -118,6 +119,7 @@ def _hub_rows(
     spec: BenchmarkSpec, split: str, annotations_only: bool
 ) -> tuple[Iterator[dict[str, Any]], str]:
     """The hub split's rows; image columns are dropped when only annotations are needed (no decoding)."""
+    # lazy: datasets
     import datasets
 
     label = f"hub:{spec.hub_id}{'/' + spec.hub_config if spec.hub_config else ''}:{split}"

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.eval.benchmarks import get_spec
 
 PAPER = "Co-RL paper, App. D.5 (Evaluation Details)"
 
@@ -145,8 +146,6 @@ def split_for(protocol: Protocol | None, benchmark: str, data: Any, split: str |
 
 def describe_split(benchmark: str, data: Any, split: str | None, n_records: int) -> dict[str, Any]:
     """``results.json`` ``split``: its name (or the local source it came from) and how many records."""
-    from corl_vl.eval.benchmarks import get_spec
-
     spec = get_spec(benchmark)
     if data is None:
         name = split or spec.splits[0]

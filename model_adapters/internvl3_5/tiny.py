@@ -21,6 +21,7 @@ INTERNVL_PATCH = 8
 
 def _build(tok: Any) -> tuple[Any, Any]:
     """(config, processor factory) of the tiny InternVL3.5, on the family's locally trained tokenizer ``tok``."""
+    # lazy: transformers
     from transformers import InternVLConfig  # heavy: only when a checkpoint is built
 
     text = text_common(tok, "internvl")
