@@ -298,7 +298,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> CohortC
     """Read a YAML config (a cohort, optionally with an ``experiment:`` section), apply ``--set key=value``
     overrides, validate."""
     # lazy: config-path
-    from corl_vl.io import read_text_file  # here: importing the config stays light (tests/test_layering.py)
+    from corl_vl.io import read_text_file
 
     path = Path(path)
     try:

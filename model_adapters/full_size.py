@@ -122,8 +122,7 @@ def ensure_full_size(preset: str, *, seed: int = 0) -> Path:
 
 
 def _architecture(auto_class: str, config: Any) -> str:
-    # lazy: transformers
-    import transformers  # heavy: only when a folder is written
+    import transformers  # lazy: transformers (only when a folder is written)
 
     mapping = getattr(transformers, auto_class)._model_mapping
     return mapping[type(config)].__name__

@@ -96,8 +96,7 @@ class MemoryFacts:
 
     def memory_facts(self, image: tuple[int, int] = REFERENCE_IMAGE) -> ModelFacts:
         """This model's :class:`ModelFacts` (config read, architecture counted on the meta device)."""
-        # lazy: transformers
-        from transformers import AutoConfig  # heavy: only when a plan is made
+        from transformers import AutoConfig  # lazy: transformers (only when a plan is made)
 
         config = AutoConfig.from_pretrained(self.model_path, trust_remote_code=self.trust_remote_code)
         total, vision = count_on_meta(self.auto_model_class, config, self.vision_module_prefixes)

@@ -29,8 +29,8 @@ __all__ = [
 
 def _hf(adapter: Any, model: Any, **options: Any) -> RolloutEngine:
     """Samples from the trainer's own model object."""
-    # lazy: PIL, numpy, tokenizers, torch, transformers
-    from corl_vl.rollout.hf import HFEngine  # imports torch: only when an engine is built
+    # lazy: PIL, numpy, tokenizers, torch, transformers (only when an engine is built)
+    from corl_vl.rollout.hf import HFEngine
 
     return HFEngine(adapter, model, batch_size=options.get("batch_size", 16))
 

@@ -255,8 +255,8 @@ def _zero3_inference(engine: Any) -> Iterator[None]:
     """Whole weights, no ZeRO-3 hooks, and the coordinator's per-forward ``reset_step`` paused (see
     :meth:`DeepSpeedBackend.inference_weights`). The pause shadows the method on the coordinator instance and is
     undone by deleting the shadow, so nothing of DeepSpeed's state outlives the context."""
-    # lazy: deepspeed
-    from deepspeed.runtime.zero import unwrap_model_for_generation  # optional: distributed runs only
+    # lazy: deepspeed (distributed runs only)
+    from deepspeed.runtime.zero import unwrap_model_for_generation
 
     coordinator = engine.optimizer.parameter_offload.get_param_coordinator()
     with unwrap_model_for_generation(engine):
@@ -357,8 +357,7 @@ class DeepSpeedBackend:
         ones in the same order); None when they are whole already. A streamed weight sync gathers one at a time."""
         if not self.zero3:
             return None
-        # lazy: deepspeed
-        import deepspeed  # optional: distributed runs only
+        import deepspeed  # lazy: deepspeed (distributed runs only)
 
         return functools.partial(deepspeed.zero.GatheredParameters, modifier_rank=None)
 

@@ -106,8 +106,7 @@ class MetricsLog(Callback):
 
 def _start_wandb(run_dir: Path, run: TrainingRun) -> Any:
     try:
-        # lazy: wandb
-        import wandb  # optional dependency: only runs that ask for report_to: [wandb] need it
+        import wandb  # lazy: wandb (optional dependency: only runs that ask for report_to: [wandb] need it)
     except ImportError:
         raise CorlError("train.report_to: wandb is not installed (pip install wandb), or drop it") from None
 

@@ -55,8 +55,7 @@ def checkpointing_on(setting: bool | None, device: str) -> bool:
 def zero_dropout(model: Any) -> int:
     """Every dropout probability of ``model`` set to 0: dropout modules' ``p`` and the float ``*dropout*``
     attributes attention modules read at call time; returns how many were non-zero."""
-    # lazy: torch
-    import torch  # here: the plan reads checkpointing_on without importing torch
+    import torch  # lazy: torch (the plan reads checkpointing_on without importing torch)
 
     changed = 0
     for module in model.modules():

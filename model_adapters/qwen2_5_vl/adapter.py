@@ -56,8 +56,8 @@ class Qwen25VLAdapter(ModelAdapter):
         return factor, int(lo), int(hi)
 
     def prepare_image(self, image: ImageLike) -> Image.Image:
-        # lazy: qwen_vl_utils
-        from qwen_vl_utils import smart_resize  # imports torchvision: keep `adapters list` light
+        # lazy: qwen_vl_utils, torchvision (keeps `adapters list` light)
+        from qwen_vl_utils import smart_resize
 
         image = super().prepare_image(image)
         factor, lo, hi = self._pixel_bounds()
