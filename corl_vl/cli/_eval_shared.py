@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.eval.ensemble import ensemble_scores
+from corl_vl.eval.scoring import score_responses
 
 # Folder names of the benchmarks' own repositories, tried under --data when evaluating several benchmarks.
 _FOLDER_ALIASES = {"wemath": ("we-math", "We-Math"), "mathvision": ("math-v", "MATH-V", "mathv")}
@@ -51,10 +53,6 @@ def _score_sets(
     name: str, problems: list[Any], sets: dict[str, dict[str, list[str]]], args: argparse.Namespace
 ) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     """Per-run results (each set alone) and, with --ensemble, the pooled majority vote."""
-    # lazy: cli-help
-    from corl_vl.eval.ensemble import ensemble_scores
-    from corl_vl.eval.scoring import score_responses
-
     modes = {"scoring": args.scoring, "extraction": args.extraction}
     extractor = _model_extractor(args)
     out = {}

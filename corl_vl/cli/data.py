@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from corl_vl.data.dataset_recipes import RECIPES, get_recipe, prepare, split_recipe_name
 from corl_vl.errors import CorlError
 from corl_vl.io import check_dataset_output
 
@@ -148,9 +149,6 @@ def run_rephrase(args: argparse.Namespace) -> int:
 
 
 def _register_prepare(actions: argparse._SubParsersAction) -> None:
-    # lazy: cli-help
-    from corl_vl.data.dataset_recipes import RECIPES
-
     listing = "; ".join(f"{r.name}: {r.hub_id} ({r.keep_description})" for r in RECIPES.values())
     parser = actions.add_parser(
         "prepare",
@@ -174,9 +172,6 @@ def _register_prepare(actions: argparse._SubParsersAction) -> None:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
-    # lazy: cli-help
-    from corl_vl.data.dataset_recipes import get_recipe, prepare, split_recipe_name
-
     if args.limit is not None and args.limit < 1:
         raise CorlError(f"--limit must be positive, got {args.limit}")
     if args.source is not None and not args.source.is_dir():

@@ -30,14 +30,14 @@ from typing import Any
 from corl_vl.cli._eval_shared import _data_for, _labels, _score_sets, _warn
 from corl_vl.cli.grade import check_quick_match
 from corl_vl.errors import CorlError
+from corl_vl.eval.benchmarks import BENCHMARKS, TEXT_BENCHMARKS, VISION_BENCHMARKS, get_spec
+from corl_vl.eval.loaders import load_benchmark
+from corl_vl.eval.protocol import PROTOCOLS, apply_protocol, get_protocol
+from corl_vl.eval.report import check_ids, overall_text, read_responses, write_outputs
 from corl_vl.io import check_output_path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    # lazy: cli-help
-    from corl_vl.eval.benchmarks import BENCHMARKS
-    from corl_vl.eval.protocol import PROTOCOLS
-
     p = subparsers.add_parser(
         "eval",
         help="evaluate models or response files on MathVista, MathVerse, We-Math, MathVision and text benchmarks",
@@ -126,9 +126,6 @@ def _add_generation_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _benchmarks(values: list[str]) -> list[str]:
-    # lazy: cli-help
-    from corl_vl.eval.benchmarks import BENCHMARKS, TEXT_BENCHMARKS, VISION_BENCHMARKS, get_spec
-
     groups = {"all": BENCHMARKS, "vision": VISION_BENCHMARKS, "text": TEXT_BENCHMARKS}
     names: list[str] = []
     for value in values:
@@ -218,9 +215,6 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def _use_protocol(args: argparse.Namespace) -> None:
     """``--protocol``: fix its settings (refusing a flag that would change one); else --benchmark is needed."""
-    # lazy: cli-help
-    from corl_vl.eval.protocol import apply_protocol, get_protocol
-
     name = getattr(args, "protocol", None)
     args.protocol_spec = None
     if name is None:
@@ -239,10 +233,6 @@ def _use_protocol(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    # lazy: cli-help
-    from corl_vl.eval.loaders import load_benchmark
-    from corl_vl.eval.report import check_ids, overall_text, read_responses, write_outputs
-
     if bool(args.responses) == bool(args.model):
         raise CorlError("give either --responses (score existing responses) or --model (generate), not both")
     _use_protocol(args)

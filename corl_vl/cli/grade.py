@@ -23,6 +23,7 @@ from corl_vl.answers import grade_record
 from corl_vl.answers.clean import encodable
 from corl_vl.answers.mathverify_pool import set_max_workers
 from corl_vl.errors import CorlError
+from corl_vl.eval.scoring import get_scorer
 from corl_vl.io import check_answer_value, check_output_path, read_jsonl, write_jsonl_atomic
 
 
@@ -95,9 +96,6 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 def _official_scorer(args: argparse.Namespace) -> Any:
     """The benchmark scorer whose official rules grade each line; None for verified scoring."""
-    # lazy: cli-help
-    from corl_vl.eval.scoring import get_scorer
-
     if args.scoring == "verified":
         if args.benchmark is not None:
             get_scorer(args.benchmark)  # an unknown name is still an error
