@@ -47,7 +47,7 @@ def __getattr__(name: str) -> Any:
     if (
         name == "train_cohort"
     ):  # ``corl_vl.train`` is the trainer package; the recipe's train is exported as this
-        from corl_vl.recipe import train
+        from corl_vl.recipe import train  # lazy: config-path (every corl_vl import runs this file)
 
         globals()[name] = train
         return train

@@ -29,6 +29,7 @@ _LIBRARY = None  # kept alive: a torch.library.Library unregisters its definitio
 def define_missing_schemas() -> list[str]:
     """Define the torchvision operator schemas that are missing; returns the names defined."""
     global _LIBRARY
+    # lazy: torch
     import torch
 
     missing = []

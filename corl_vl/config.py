@@ -297,7 +297,8 @@ class CohortConfig:
 def load_config(path: str | Path, overrides: list[str] | None = None) -> CohortConfig:
     """Read a YAML config (a cohort, optionally with an ``experiment:`` section), apply ``--set key=value``
     overrides, validate."""
-    from corl_vl.io import read_text_file  # here: importing the config stays light (tests/test_layering.py)
+    # lazy: config-path
+    from corl_vl.io import read_text_file
 
     path = Path(path)
     try:

@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from corl_vl.config_checks import Bad
+from corl_vl.train.objectives import KL_ESTIMATORS, KL_PLACEMENTS
+from corl_vl.train.policy_losses import POLICY_LOSSES
+from corl_vl.train.rollout_correction import CORRECTIONS, MODES
 
 # why a correction refuses a truncated sampler (docs/training.md, "Policy losses and rollout corrections")
 TOP_P_WHY = (
@@ -39,10 +42,6 @@ def correction_on(cfg: Any) -> str | None:
 
 def check_loss_menu(cfg: Any, bad: Bad) -> None:
     """The loss menu's names, ranges and combinations (raises ``bad(key, msg)``)."""
-    from corl_vl.train.objectives import KL_ESTIMATORS, KL_PLACEMENTS
-    from corl_vl.train.policy_losses import POLICY_LOSSES
-    from corl_vl.train.rollout_correction import CORRECTIONS, MODES
-
     grpo = cfg.grpo
     choices = {
         "grpo.policy_loss": (grpo.policy_loss, tuple(POLICY_LOSSES)),

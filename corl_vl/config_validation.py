@@ -71,7 +71,7 @@ def finalize(cfg: Any, source: str) -> Any:
 
 
 def check_devices(agents: Any, bad: Any) -> None:
-    from corl_vl.train.device_placement import check_device_names  # no torch: names only
+    from corl_vl.train.device_placement import check_device_names  # lazy: upward (train imports the config)
 
     check_device_names(agents, bad)
 
@@ -79,7 +79,7 @@ def check_devices(agents: Any, bad: Any) -> None:
 def check_topology(cfg: Any, bad: Any) -> None:
     """The supervision graph a peer reward needs (every agent supervised, names known), built as the cohort builds
     it, so a graph that leaves an agent alone is refused here, not after the models load."""
-    from corl_vl.rewards.topology import from_config
+    from corl_vl.rewards.topology import from_config  # lazy: numpy
 
     names = cfg.agent_names()
     graph = cfg.reward.topology == "graph"
@@ -92,6 +92,7 @@ def check_topology(cfg: Any, bad: Any) -> None:
 
 def check_choices(cfg: Any, bad: Any) -> None:
     """Every name-valued key against the table that implements it (imported here, see the module top)."""
+    # lazy: config-path, numpy, upward (train imports the config)
     from corl_vl.answers.voting import TIE_POLICIES
     from corl_vl.config_loss import check_loss_menu
     from corl_vl.rewards.combine import parse_combine
@@ -136,7 +137,7 @@ def check_choices(cfg: Any, bad: Any) -> None:
         )
     source = cfg.eval.source or cfg.data.train
     if cfg.eval.every and source == "synthetic":
-        from corl_vl.data.synth import SPLITS
+        from corl_vl.data.synth import SPLITS  # lazy: PIL
 
         if cfg.eval.split not in SPLITS:
             raise bad(
@@ -189,7 +190,7 @@ def check_trainer_controls(cfg: Any, bad: Any) -> None:
 
 
 def check_experiment(cfg: Any, bad: Any) -> None:
-    from corl_vl.science.warm_start import WarmStartSpec
+    from corl_vl.science.warm_start import WarmStartSpec  # lazy: PIL, numpy
 
     exp = cfg.experiment
     assert exp is not None
@@ -245,6 +246,7 @@ def check_pixel_budget(cfg: Any, bad: Any) -> None:
     """``adapter_kwargs.image_options`` (a mapping in YAML) checked key by key, and ``data.max_pixels`` /
     ``data.min_pixels`` written into every agent's image options, where a family with a pixel budget reads
     them (the others have fixed-size tiles or crops and ignore them). An agent's own value wins."""
+    # lazy: PIL, numpy, tokenizers
     from model_adapters.images import ImageOptions, image_options_from
 
     budget = {

@@ -17,7 +17,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from corl_vl.config import CohortConfig, ExperimentConfig, HeldoutConfig
+from corl_vl.config import (
+    CohortConfig,
+    ExperimentConfig,
+    HeldoutConfig,
+    apply_overrides,
+    config_from_dict,
+    finalize,
+)
 from corl_vl.data.problem import Problem
 from corl_vl.data.sources import SyntheticScope
 from corl_vl.data.synth import to_text_problem
@@ -30,6 +37,7 @@ log = logging.getLogger("corl_vl")
 
 def warm_start_specs(cfg: CohortConfig, **changes: Any) -> list[Any]:
     """One warm-start spec per agent: its ``model`` is the base, strong on its skill set, weak on the rest."""
+    # lazy: numpy, tokenizers
     from corl_vl.science.warm_start import complementary_specs
 
     exp = cfg.experiment
@@ -49,6 +57,7 @@ def warm_start_specs(cfg: CohortConfig, **changes: Any) -> list[Any]:
 
 def ensure_bases(cfg: CohortConfig, *, log_every: int = 50, **changes: Any) -> list[Path]:
     """The warm-started checkpoint of every agent (trained on first use, then read from the cache)."""
+    # lazy: numpy, tokenizers
     from corl_vl.science.warm_start import ensure_warm_start
 
     return [ensure_warm_start(spec, log_every=log_every) for spec in warm_start_specs(cfg, **changes)]
@@ -163,6 +172,7 @@ PAIR_WARM_START: dict[str, Any] = {
 def tiny_pair_experiment(cfg: CohortConfig) -> CohortConfig:
     """``--pair`` of tiny presets: the demo's warm-started bases, so that the first run trains (random tiny
     models never answer); otherwise ``cfg`` unchanged, with one line saying why when the presets are tiny."""
+    # lazy: numpy, tokenizers
     from model_adapters.presets import all_presets
     from model_adapters.registry import get_adapter_class
 
@@ -183,7 +193,6 @@ def tiny_pair_experiment(cfg: CohortConfig) -> CohortConfig:
             len(cfg.agents),
         )
         return cfg
-    from corl_vl.config import ExperimentConfig, finalize
 
     pictures = all(get_adapter_class(p.adapter).supports_images for p in presets if p is not None)
     warm = {**PAIR_WARM_START, "text_view": not pictures}
@@ -198,7 +207,7 @@ def demo_config(overrides: Sequence[str] = ()) -> CohortConfig:
     """The demo's cohort (``configs/demo.yaml`` holds the same settings): two tiny VLMs of different families
     (``model_adapters.presets.DEMO_PAIR``) from warm-started bases, 20 label-free Co-RL steps on synthetic
     pictures, on CPU."""
-    from corl_vl.config import apply_overrides, config_from_dict, finalize
+    # lazy: numpy, tokenizers
     from model_adapters.presets import DEMO_PAIR
 
     raw = {

@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import secrets
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -43,8 +45,6 @@ MAX_JSON_BYTES = 8 * 1024**3
 def special_file_kind(path: str | Path) -> str | None:
     """``"a FIFO (named pipe)"`` or ``"a device or socket"`` for such a path; None for a plain file, a folder
     or a path that does not exist (its open reports that)."""
-    import stat
-
     try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
@@ -107,8 +107,6 @@ def check_answer_value(value: Any, where: str) -> Any:
     """``value`` if it is an answer a grader can read as text (a string, an integer, a finite number); anything
     else (true/false, NaN, infinity, a list, an object, null) is one :class:`CorlError` line naming ``where``
     (``file:row field 'answer'``): ``str()`` would turn it into a Python repr that is then graded as if meant."""
-    import math
-
     if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     if isinstance(value, float) and math.isfinite(value):

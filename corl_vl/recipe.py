@@ -10,14 +10,33 @@ signal handling (Ctrl-C / SIGTERM end the run after the step with a checkpoint) 
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from corl_vl.config import CohortConfig
+import yaml
+
+from corl_vl.config import AgentConfig, CohortConfig, to_dict
 from corl_vl.errors import CorlError
+from corl_vl.io import os_error_line, write_text_atomic
+from corl_vl.train.device_placement import placement_for
+from corl_vl.train.interrupts import StopOnSignal, StopRequest, resume_command
+from corl_vl.train.loop import fit
+from corl_vl.train.parts_check import check_trainable
+from corl_vl.train.preflight import (
+    check_data,
+    check_deepspeed,
+    check_launch,
+    check_models_available,
+    check_reporting,
+)
+from corl_vl.train.reporting import plot_run, truncate_metrics
+from corl_vl.train.resume_check import check_resume, read_run_config
+from corl_vl.train.run_lock import acquire_run_lock
+from corl_vl.train.run_paths import anchor_paths
 
 if TYPE_CHECKING:
     from corl_vl.data.sources import SyntheticScope
@@ -42,12 +61,11 @@ def build_cohort(
     A config with an ``experiment:`` section must be resolved first (:func:`corl_vl.experiment.resolve`:
     ``train`` does it) so that its agents point at their warm-started bases, and its synthetic problems are
     the experiment's skills only when passed as ``problems`` (``Experiment.scope``; ``train`` does it)."""
+    # lazy: PIL, numpy, tokenizers, torch, transformers
     import numpy as np
     import torch
 
     from corl_vl.train.cohort import Cohort
-    from corl_vl.train.device_placement import placement_for
-    from corl_vl.train.preflight import check_launch
 
     # every global RNG, as transformers.set_seed does: a run is the same however the process drew before it
     random.seed(cfg.train.seed)
@@ -112,10 +130,9 @@ def train(
     ``wrapper`` (default: the config's ``experiment:`` section, :func:`corl_vl.experiment.wrapper_for`) adapts
     the config, the synthetic problems and the callbacks around the recipe.
     """
+    # lazy: PIL, numpy, tokenizers, torch
     from corl_vl.experiment import wrapper_for
     from corl_vl.train.checkpoint import RestoreRng, load_checkpoint, rng_state
-    from corl_vl.train.preflight import check_data
-    from corl_vl.train.reporting import truncate_metrics
 
     wrapper = wrapper or wrapper_for(cfg) or NoWrapper()
     _check_before_models(cfg, resume)
@@ -151,9 +168,6 @@ def train(
 
 def _check_before_models(cfg: CohortConfig, resume: bool) -> None:
     """The checks that need no model: files, DeepSpeed file, reporting, hub ids, trainable parts, dates."""
-    from corl_vl.train.parts_check import check_trainable
-    from corl_vl.train.preflight import check_deepspeed, check_models_available, check_reporting
-
     anchor_run_paths(cfg, resume)  # relative files: the run's recorded ones (a resume) or this directory's
     check_deepspeed(cfg.distributed)
     check_reporting(cfg.train.report_to)
@@ -168,9 +182,8 @@ def _process_layout(
 ) -> tuple[Any, Any]:
     """The distributed context of a launch (its rank groups, checked against what a launch supports), else the
     one process's placement of its agents (None when ``device`` puts them all on one device)."""
-    from corl_vl.train.device_placement import placement_for
+    # lazy: torch
     from corl_vl.train.distributed import launched_world_size, setup
-    from corl_vl.train.preflight import check_launch
 
     dist = None
     if launched_world_size() > 1:
@@ -195,6 +208,7 @@ def _process_layout(
 def _previous_checkpoint(run_dir: Path, resume: bool, allow_config_change: Sequence[str]) -> Path | None:
     """The run folder's latest checkpoint, refusing a folder with checkpoints unless resuming (and a resume
     with nothing to resume)."""
+    # lazy: PIL, numpy, tokenizers, torch
     from corl_vl.train.checkpoint import latest_checkpoint
 
     previous = latest_checkpoint(run_dir)
@@ -215,6 +229,7 @@ def _callbacks(
     cohort: Any, run_dir: Path, progress: bool, resumed_at_end: bool, dist: Any, wrapper: RunWrapper
 ) -> list[Any]:
     """The wrapper's callbacks, then the standard ones (validation of the wrapper's synthetic problems)."""
+    # lazy: PIL, numpy, rich, tokenizers, torch
     from corl_vl.train.callbacks import standard_callbacks
 
     hooks = standard_callbacks(
@@ -226,10 +241,8 @@ def _callbacks(
 def _fit(cohort: Any, hooks: list[Any], start: int, run_dir: Path, dist: Any, *, plot: bool) -> Any:
     """The loop under the signal handling (Ctrl-C / SIGTERM: end after this step, save, exit 130 / 143), then
     the plots."""
+    # lazy: PIL, numpy, tokenizers, torch
     from corl_vl.train.checkpoint import latest_checkpoint
-    from corl_vl.train.interrupts import StopOnSignal, StopRequest, resume_command
-    from corl_vl.train.loop import fit
-    from corl_vl.train.reporting import plot_run
 
     with StopRequest(dist) as stop:
         # StopOnSignal last for on_step_end; it has no on_fit_start, so a resume's RestoreRng stays the last one
@@ -250,6 +263,7 @@ def _fit(cohort: Any, hooks: list[Any], start: int, run_dir: Path, dist: Any, *,
 def pin_template_dates(cfg: CohortConfig) -> None:
     """Resolve each agent's template date now, so config.yaml records the date its prompts are rendered with
     (and a resume compares dates, not "default" with "default")."""
+    # lazy: PIL, numpy, tokenizers
     from model_adapters.registry import default_template_date
 
     for agent in cfg.agents:
@@ -263,11 +277,6 @@ def _run_record(
     """What ``config.yaml`` will hold: the config and the placement (multi-process runs), and when resuming,
     the checked changes in its history. A resume on another placement is refused: the checkpoint's ZeRO
     partitions and RNG states belong to the saved rank groups, and corl-vl does not re-shard them."""
-    import json
-
-    from corl_vl.config import AgentConfig, to_dict
-    from corl_vl.train.resume_check import check_resume, read_run_config
-    from corl_vl.train.run_paths import anchor_paths
 
     current = {**to_dict(cfg), "placement": placement} if placement else to_dict(cfg)
     if previous is None:
@@ -289,9 +298,6 @@ def _run_record(
 def anchor_run_paths(cfg: CohortConfig, resume: bool) -> None:
     """Relative file settings made absolute: on a resume, the files the run's record names (the same relative
     path, written from another directory), else this directory's (:mod:`corl_vl.train.run_paths`)."""
-    from corl_vl.train.resume_check import read_run_config
-    from corl_vl.train.run_paths import anchor_paths
-
     record = Path(cfg.train.output_dir) / "config.yaml"
     saved = None
     if resume and record.is_file():
@@ -313,9 +319,6 @@ def _layout(placement: dict | None) -> str:
 def _start_run_folder(run_dir: Path, record: dict[str, Any] | None) -> None:
     """Create the run folder (a read-only or full disk fails here, before any model loads), take its lock, and
     for a new run write its record (a resume writes it once its checkpoint has loaded)."""
-    from corl_vl.io import os_error_line
-    from corl_vl.train.run_lock import acquire_run_lock
-
     if run_dir.exists() and not run_dir.is_dir():
         raise CorlError(f"{run_dir}: is a file; --output-dir must be a folder")
     try:
@@ -329,9 +332,8 @@ def _start_run_folder(run_dir: Path, record: dict[str, Any] | None) -> None:
 
 def _write_run_record(run_dir: Path, record: dict[str, Any]) -> None:
     """Remove what an interrupted save left behind (saying so) and write ``config.yaml`` atomically."""
-    import yaml
 
-    from corl_vl.io import write_text_atomic
+    # lazy: PIL, numpy, tokenizers, torch
     from corl_vl.train.checkpoint import remove_stale_temps
 
     for path in remove_stale_temps(run_dir):

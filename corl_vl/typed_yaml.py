@@ -13,6 +13,8 @@ import types
 import typing
 from typing import Any
 
+import yaml
+
 from corl_vl.errors import CorlError
 
 
@@ -161,8 +163,6 @@ def load_yaml(text: str, where: str) -> Any:
     node's expanded size memoised, so the check itself is linear in the document. Parse errors pass through as
     ``yaml.YAMLError`` for the caller to report.
     """
-    import yaml
-
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -177,8 +177,6 @@ def load_yaml(text: str, where: str) -> Any:
 
 
 def _check_expansion(root: Any, where: str) -> None:
-    import yaml
-
     sizes: dict[int, tuple[int, int]] = {}  # id(node) → (expanded values, depth)
     open_nodes: set[int] = set()
 

@@ -78,6 +78,7 @@ def make_config(preset: str) -> tuple[Any, Any, Any, str]:
 
 def parameter_count(preset: str) -> int:
     """Parameters of a full-size preset, counted on the meta device (no memory is allocated)."""
+    # lazy: torch, transformers
     import torch  # heavy: only when counting
     import transformers  # lazy: transformers
 
@@ -121,7 +122,7 @@ def ensure_full_size(preset: str, *, seed: int = 0) -> Path:
 
 
 def _architecture(auto_class: str, config: Any) -> str:
-    import transformers  # heavy: only when a folder is written
+    import transformers  # lazy: transformers (only when a folder is written)
 
     mapping = getattr(transformers, auto_class)._model_mapping
     return mapping[type(config)].__name__

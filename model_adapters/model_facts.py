@@ -66,6 +66,7 @@ def facts_from_config(
 
 def count_on_meta(auto_class: str, config: Any, vision_prefixes: tuple[str, ...]) -> tuple[int, int]:
     """(all parameters, those under ``vision_prefixes``) of the architecture, built on the meta device."""
+    # lazy: torch, transformers
     import torch  # heavy: only when parameters are counted
     import transformers  # lazy: transformers
 
@@ -95,7 +96,7 @@ class MemoryFacts:
 
     def memory_facts(self, image: tuple[int, int] = REFERENCE_IMAGE) -> ModelFacts:
         """This model's :class:`ModelFacts` (config read, architecture counted on the meta device)."""
-        from transformers import AutoConfig  # heavy: only when a plan is made
+        from transformers import AutoConfig  # lazy: transformers (only when a plan is made)
 
         config = AutoConfig.from_pretrained(self.model_path, trust_remote_code=self.trust_remote_code)
         total, vision = count_on_meta(self.auto_model_class, config, self.vision_module_prefixes)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from PIL import Image, ImageDraw
+
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 
@@ -55,8 +57,6 @@ class AdapterReport:
 
 def _circles_image() -> Any:
     """A small figure with three circles (any RGB image would do; this one matches the question)."""
-    from PIL import Image, ImageDraw  # lazy: Pillow
-
     image = Image.new("RGB", (224, 168), "white")
     draw = ImageDraw.Draw(image)
     for x in (20, 90, 160):

@@ -31,6 +31,7 @@ class RandomInit:
 
     def build_random_model(self, auto: Any, *, dtype: Any, device: str, **kwargs: Any) -> Any:
         """Random weights of the folder's architecture, created directly on ``device`` in ``dtype`` (seeded)."""
+        # lazy: torch, transformers
         import torch  # heavy: only when weights are built
         from transformers import AutoConfig  # lazy: transformers
 

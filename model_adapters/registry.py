@@ -152,7 +152,7 @@ def detect_adapter(model_dir: str | Path) -> str:
 
 def detect_hub_adapter(repo_id: str) -> str:
     """The adapter for a hub id, from its ``config.json`` (the HF cache first, so it works offline once seen)."""
-    from huggingface_hub import hf_hub_download  # heavy (httpx): only for a hub id
+    from huggingface_hub import hf_hub_download  # lazy: huggingface_hub (with httpx; only for a hub id)
 
     try:
         config_path = hf_hub_download(repo_id, "config.json")

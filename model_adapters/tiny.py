@@ -92,7 +92,7 @@ def tiny_recipes() -> dict[str, TinyRecipe]:
 
 def video_processor(class_name: str) -> Any:
     """The family's video processor (its Processor class refuses to build without one; needs torchvision)."""
-    import transformers  # heavy: only when a processor is built
+    import transformers  # lazy: transformers (only when a processor is built)
 
     return getattr(transformers, class_name)()
 
@@ -118,6 +118,7 @@ def make_tiny(name: str | TinyRecipe, *, seed: int = 0) -> tuple[Any, Any]:
     # (weights depending on timing), and a first `import transformers` racing in two threads can hand one of them
     # the module before it swaps itself for its lazy loader (then `transformers.AutoModel…` is missing).
     with _BUILD_LOCK:
+        # lazy: torch, transformers
         import torch  # heavy: a tiny model is built only when asked for
         import transformers  # lazy: transformers
 
@@ -151,7 +152,7 @@ def build_tiny(name: str | TinyRecipe, out_dir: str | Path, *, seed: int = 0) ->
 
 def generation_config(tok: Any, family: str | TokenizerSpec, config: Any) -> Any:
     """The generation config of a zoo (or full-size) folder: the family's stop tokens, the config's bos/pad."""
-    from transformers import GenerationConfig  # heavy: only when a folder is written
+    from transformers import GenerationConfig  # lazy: transformers (only when a folder is written)
 
     spec = tokenizer_spec(family)
     text = getattr(config, "text_config", config)

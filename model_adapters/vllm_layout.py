@@ -28,6 +28,7 @@ def hooked_weights(hook: WeightsHook, weights: Iterable[tuple[str, Any]]) -> lis
 def apply_to_folder(folder: str | Path, hook: WeightsHook) -> None:
     """Rewrite the ``*.safetensors`` shards of a ``save_pretrained`` folder through ``hook`` (e.g.
     ``adapter.vllm_weights``), and the shard index when names change."""
+    # lazy: safetensors
     from safetensors import safe_open  # safetensors.torch imports torch: only when a folder is rewritten
     from safetensors.torch import load_file, save_file  # lazy: torch
 

@@ -27,6 +27,7 @@ def _limit_memory(limit: int) -> None:
 def main() -> None:
     _limit_memory(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
     logging.disable(logging.WARNING)  # math-verify warns once per process that we disabled its timeouts
+    # lazy: math_verify
     from math_verify import parse, verify
 
     def check(gold: str, pred: str) -> bool:

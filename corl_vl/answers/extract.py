@@ -17,8 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from corl_vl.answers import lenient
+from corl_vl.answers import lenient, mathverify_pool
 from corl_vl.answers.clean import for_reading
+from corl_vl.answers.equivalence import MAX_BRACE_DEPTH, _max_depth
 from corl_vl.answers.lenient import unemphasize
 from corl_vl.answers.options import Options, letter_of, parse_options
 from corl_vl.answers.units import value_of
@@ -283,9 +284,6 @@ def _marked(text: str, options: Options | None) -> str | None:
 
 
 def _math_verify(text: str, _options: Options | None) -> str | None:
-    from corl_vl.answers import mathverify_pool
-    from corl_vl.answers.equivalence import MAX_BRACE_DEPTH, _max_depth
-
     tail = tail_words(text, 4 * MAX_ANSWER_CHARS)
     if _max_depth(tail) > MAX_BRACE_DEPTH:  # deep nesting only slows sympy down; no answer is that deep
         return None

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import pairwise
 
+from corl_vl.answers import numeric_eval
 from corl_vl.answers.normalize import (
     WHITESPACE,
     atom_equal,
@@ -395,6 +396,5 @@ def clear_caches() -> None:
         _linear_equation,
     ):
         fn.cache_clear()
-    from corl_vl.answers import numeric_eval
 
     numeric_eval._evaluate.cache_clear()

@@ -8,7 +8,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from corl_vl.cli.eval import _data_for, _labels, _score_sets, _warn
+from corl_vl.cli._eval_shared import _data_for, _labels, _score_sets, _warn
+from corl_vl.eval.benchmarks import get_spec
+from corl_vl.eval.generate import Generator, default_decoding
+from corl_vl.eval.loaders import load_benchmark
+from corl_vl.eval.protocol import describe_split, split_for
 
 # a model this small is a tiny test or demo model: random ones never stop, warm-started ones answer in a few
 # tokens, so the benchmark's budget (thousands of tokens) would only make the run take minutes
@@ -18,6 +22,7 @@ SMALL_MODEL_TOKENS = 64
 
 def _small_model_budget(generator: Any, label: str) -> int | None:
     """``SMALL_MODEL_TOKENS`` for a model under ``SMALL_MODEL_PARAMS`` parameters (said once), else None."""
+    # lazy: PIL, numpy, tokenizers
     from model_adapters.checkpoint_info import count_parameters
 
     folder = Path(generator.adapter.model_path)
@@ -36,12 +41,9 @@ def generate_and_score(
 ) -> dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]]:
     """Responses of every ``--model`` on every benchmark in ``names``, scored: run label → benchmark →
     (results, report inputs)."""
+    # lazy: PIL, numpy, tokenizers, torch
     import torch
 
-    from corl_vl.eval.benchmarks import get_spec
-    from corl_vl.eval.generate import Generator, default_decoding
-    from corl_vl.eval.loaders import load_benchmark
-    from corl_vl.eval.protocol import describe_split, split_for
     from model_adapters.dtypes import AUTO_DTYPE, resolve_dtype
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")

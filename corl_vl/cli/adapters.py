@@ -33,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _rows() -> list[dict[str, str]]:
+    # lazy: PIL, numpy, tokenizers
     from model_adapters.presets import all_presets
     from model_adapters.registry import adapter_origin, list_adapters
 
@@ -57,6 +58,7 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    # lazy: rich
     from rich.console import Console
     from rich.table import Table
 
@@ -70,6 +72,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    # lazy: PIL, numpy, tokenizers
     from model_adapters.prompt_check import check_adapter
     from model_adapters.registry import create_adapter
 

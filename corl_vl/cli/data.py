@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from corl_vl.data.dataset_recipes import RECIPES, get_recipe, prepare, split_recipe_name
 from corl_vl.errors import CorlError
 from corl_vl.io import check_dataset_output
 
@@ -54,6 +55,7 @@ def _register_synth(actions: argparse._SubParsersAction) -> None:
 
 
 def run_synth(args: argparse.Namespace) -> int:
+    # lazy: PIL
     from corl_vl.data.synth import generate_problems, skill_summary, write_dataset
 
     test_n = args.n // 4 if args.test_n is None else args.test_n
@@ -109,6 +111,7 @@ def _register_rephrase(actions: argparse._SubParsersAction) -> None:
 
 
 def run_rephrase(args: argparse.Namespace) -> int:
+    # lazy: PIL, cli-help
     from corl_vl.data.datasets import load_problems
     from corl_vl.data.rephrase import rephrase, write_view
 
@@ -146,8 +149,6 @@ def run_rephrase(args: argparse.Namespace) -> int:
 
 
 def _register_prepare(actions: argparse._SubParsersAction) -> None:
-    from corl_vl.data.dataset_recipes import RECIPES
-
     listing = "; ".join(f"{r.name}: {r.hub_id} ({r.keep_description})" for r in RECIPES.values())
     parser = actions.add_parser(
         "prepare",
@@ -171,8 +172,6 @@ def _register_prepare(actions: argparse._SubParsersAction) -> None:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
-    from corl_vl.data.dataset_recipes import get_recipe, prepare, split_recipe_name
-
     if args.limit is not None and args.limit < 1:
         raise CorlError(f"--limit must be positive, got {args.limit}")
     if args.source is not None and not args.source.is_dir():

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.paths import project_root
 
 DEFAULT_CONFIG = "configs/science/demo_warm.yaml"
 
@@ -55,8 +57,6 @@ FAST_STEPS = 2
 
 
 def _config_path(arg: str | None) -> Path:
-    from corl_vl.paths import project_root
-
     if arg:
         return Path(arg)
     root = project_root()
@@ -76,8 +76,7 @@ def _free_dir(path: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    import time
-
+    # lazy: PIL, cli-help
     from corl_vl.config import load_config
     from corl_vl.experiment import heldout_set
     from corl_vl.recipe import train
@@ -135,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _bases(cfg: Any) -> list[Path]:
+    # lazy: PIL, numpy, tokenizers
     from corl_vl.experiment import warm_start_specs
     from corl_vl.science.warm_start import warm_start_dir
 
@@ -143,6 +143,7 @@ def _bases(cfg: Any) -> list[Path]:
 
 def save_examples(problems: list[Any], folder: Path) -> list[Path]:
     """The first held-out picture of each skill as ``example_<skill>.png`` (none for the text ablation)."""
+    # lazy: PIL
     from corl_vl.data.images import open_image
 
     saved: dict[str, Path] = {}
@@ -175,9 +176,11 @@ def before_after_table(record: dict[str, Any], agents: list[str]) -> str:
 
 def plot_before_after(record: dict[str, Any], agents: list[str], path: Path) -> None:
     """Grouped bars: held-out accuracy per agent and skill, before and after Co-RL."""
+    # lazy: matplotlib
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: matplotlib
     import matplotlib.pyplot as plt
 
     skills = [s for g in record["skill_sets"] for s in g] + ["overall"]

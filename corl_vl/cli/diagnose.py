@@ -95,6 +95,7 @@ def _fmt(value: float | None, spec: str = ".3f") -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: cli-help, rich
     from rich.console import Console
     from rich.table import Table
 

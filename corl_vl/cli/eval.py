@@ -24,20 +24,20 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
+from corl_vl.cli._eval_shared import _data_for, _labels, _score_sets, _warn
+from corl_vl.cli.grade import check_quick_match
 from corl_vl.errors import CorlError
-
-# Folder names of the benchmarks' own repositories, tried under --data when evaluating several benchmarks.
-_FOLDER_ALIASES = {"wemath": ("we-math", "We-Math"), "mathvision": ("math-v", "MATH-V", "mathv")}
+from corl_vl.eval.benchmarks import BENCHMARKS, TEXT_BENCHMARKS, VISION_BENCHMARKS, get_spec
+from corl_vl.eval.loaders import load_benchmark
+from corl_vl.eval.protocol import PROTOCOLS, apply_protocol, get_protocol
+from corl_vl.eval.report import check_ids, overall_text, read_responses, write_outputs
+from corl_vl.io import check_output_path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from corl_vl.eval.benchmarks import BENCHMARKS
-    from corl_vl.eval.protocol import PROTOCOLS
-
     p = subparsers.add_parser(
         "eval",
         help="evaluate models or response files on MathVista, MathVerse, We-Math, MathVision and text benchmarks",
@@ -126,8 +126,6 @@ def _add_generation_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _benchmarks(values: list[str]) -> list[str]:
-    from corl_vl.eval.benchmarks import BENCHMARKS, TEXT_BENCHMARKS, VISION_BENCHMARKS, get_spec
-
     groups = {"all": BENCHMARKS, "vision": VISION_BENCHMARKS, "text": TEXT_BENCHMARKS}
     names: list[str] = []
     for value in values:
@@ -139,61 +137,9 @@ def _benchmarks(values: list[str]) -> list[str]:
     return names
 
 
-def _data_for(args: argparse.Namespace, name: str, several: bool) -> Path | None:
-    """--data for this benchmark: its sub-folder when --data holds one per benchmark, else --data itself."""
-    if args.data is None:
-        return None
-    candidates = (name, *_FOLDER_ALIASES.get(name, ()))
-    if args.data.is_dir():
-        for sub in candidates:
-            if (args.data / sub).is_dir():
-                return args.data / sub
-    if several:
-        raise CorlError(f"--data {args.data}: no sub-folder for {name} (tried {', '.join(candidates)})")
-    return args.data
-
-
-def _labels(items: list[str]) -> list[str]:
-    """Short unique run names: preset names / folder or file stems, de-duplicated with a suffix."""
-    labels: list[str] = []
-    for item in items:
-        base = Path(item).stem if item.endswith(".jsonl") else Path(item.rstrip("/")).name or item
-        label, n = base, 2
-        while label in labels:
-            label, n = f"{base}-{n}", n + 1
-        labels.append(label)
-    return labels
-
-
-def _warn(message: str) -> None:
-    print(f"corl-vl eval: {message}", file=sys.stderr)
-
-
-def _score_sets(
-    name: str, problems: list[Any], sets: dict[str, dict[str, list[str]]], args: argparse.Namespace
-) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
-    """Per-run results (each set alone) and, with --ensemble, the pooled majority vote."""
-    from corl_vl.eval.ensemble import ensemble_scores
-    from corl_vl.eval.scoring import score_responses
-
-    modes = {"scoring": args.scoring, "extraction": args.extraction}
-    extractor = _model_extractor(args)
-    out = {}
-    for label, responses in sets.items():
-        extracted = None
-        if extractor is not None:
-            cache = args.output_dir / "extractions" / label / f"{name}.jsonl"
-            extracted = extractor.extract(name, problems, responses, cache, progress=not args.no_progress)
-        out[label] = score_responses(name, problems, responses, official_extractions=extracted, **modes)
-    if args.ensemble:
-        out["ensemble"] = ensemble_scores(
-            name, problems, list(sets.values()), args.ensemble, tie_policy=args.tie_policy, **modes
-        )
-    return out
-
-
 def _check_extractor(spec: str, names: list[str]) -> None:
     """Refuse a bad ``--extractor`` before anything is loaded or generated."""
+    # lazy: cli-help
     from corl_vl.eval.scoring.model_extractor import MODEL_EXTRACTED, parse_extractor
 
     if parse_extractor(spec) is not None and any(n not in MODEL_EXTRACTED for n in names):
@@ -202,26 +148,6 @@ def _check_extractor(spec: str, names: list[str]) -> None:
             f"--extractor {spec}: {other} is scored by its official rules; a model extractor applies to "
             f"{', '.join(MODEL_EXTRACTED)} (whose official pipelines extract with a model)"
         )
-
-
-def _model_extractor(args: argparse.Namespace) -> Any:
-    """The ``--extractor model:…`` extractor, loaded once per command; None for ``rules``."""
-    from corl_vl.eval.scoring.model_extractor import ModelExtractor, parse_extractor
-    from model_adapters.dtypes import AUTO_DTYPE, resolve_dtype
-
-    model = parse_extractor(args.extractor)
-    if model is None:
-        return None
-    if getattr(args, "_extractor", None) is None:
-        device = args.device or "cpu"
-        args._extractor = ModelExtractor(
-            model,
-            engine=args.engine,
-            device=device,
-            batch_size=args.batch_size,
-            dtype=resolve_dtype(args.dtype or AUTO_DTYPE, device),
-        )
-    return args._extractor
 
 
 def run(args: argparse.Namespace) -> int:
@@ -256,6 +182,7 @@ def _flag(dest: str) -> str:
 def _check_flags(args: argparse.Namespace) -> None:
     """Refuse values that would be ignored or silently replaced, in one line, before anything loads; then
     fill in the defaults."""
+    # lazy: cli-help
     from corl_vl.eval.generate import check_device
     from corl_vl.eval.scoring.model_extractor import parse_extractor
 
@@ -288,8 +215,6 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def _use_protocol(args: argparse.Namespace) -> None:
     """``--protocol``: fix its settings (refusing a flag that would change one); else --benchmark is needed."""
-    from corl_vl.eval.protocol import apply_protocol, get_protocol
-
     name = getattr(args, "protocol", None)
     args.protocol_spec = None
     if name is None:
@@ -308,11 +233,6 @@ def _use_protocol(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from corl_vl.cli.grade import check_quick_match
-    from corl_vl.eval.loaders import load_benchmark
-    from corl_vl.eval.report import check_ids, overall_text, read_responses, write_outputs
-    from corl_vl.io import check_output_path
-
     if bool(args.responses) == bool(args.model):
         raise CorlError("give either --responses (score existing responses) or --model (generate), not both")
     _use_protocol(args)
@@ -323,6 +243,7 @@ def _run(args: argparse.Namespace) -> int:
     several = len(names) > 1
     runs: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {}
     if args.model:  # run folders become their agents (docs/evaluation.md, "Evaluating a run")
+        # lazy: cli-help
         from corl_vl.eval.runs import expand_models
 
         expanded = expand_models(
@@ -353,6 +274,7 @@ def _run(args: argparse.Namespace) -> int:
         for label, pair in _score_sets(name, problems, sets, args).items():
             runs.setdefault(label, {})[name] = pair
     else:
+        # lazy: cli-help
         from corl_vl.cli._eval_generate import generate_and_score
 
         runs = generate_and_score(args, names, several)

@@ -15,11 +15,15 @@ import argparse
 import math
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from corl_vl.answers import grade_record
 from corl_vl.answers.clean import encodable
+from corl_vl.answers.mathverify_pool import set_max_workers
 from corl_vl.errors import CorlError
+from corl_vl.eval.scoring import get_scorer
 from corl_vl.io import check_answer_value, check_output_path, read_jsonl, write_jsonl_atomic
 
 
@@ -92,8 +96,6 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 def _official_scorer(args: argparse.Namespace) -> Any:
     """The benchmark scorer whose official rules grade each line; None for verified scoring."""
-    from corl_vl.eval.scoring import get_scorer
-
     if args.scoring == "verified":
         if args.benchmark is not None:
             get_scorer(args.benchmark)  # an unknown name is still an error
@@ -119,13 +121,10 @@ def check_quick_match(scoring: str, benchmarks: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from concurrent.futures import ThreadPoolExecutor
-
+    # lazy: cli-help, rich
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from corl_vl.answers import grade_record
-    from corl_vl.answers.mathverify_pool import set_max_workers
     from corl_vl.eval.scoring.records import record_problem
 
     if args.workers is not None and args.workers < 1:

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.io import check_output_path, write_text_atomic
 
 log = logging.getLogger("corl_vl")
 TRAIN = ["-m", "corl_vl", "train"]
@@ -51,9 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: cli-help
     from corl_vl.cli import _launch_checks as checks
     from corl_vl.config import load_config
-    from corl_vl.io import check_output_path, write_text_atomic
     from corl_vl.train.rank_placement import gpu_counts, place, simulated_nodes
 
     extra = args.train_args[1:] if args.train_args[:1] == ["--"] else list(args.train_args)
@@ -160,6 +161,7 @@ def self_launch_processes(cfg: Any, visible_gpus: int, env: Mapping[str, str]) -
     """
     if "WORLD_SIZE" in env or "LOCAL_RANK" in env or visible_gpus < 1:
         return None
+    # lazy: PIL, numpy, tokenizers
     from corl_vl.plan.layout import process_layout
 
     asked = [a.gpus for a in cfg.agents]

@@ -30,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _rows() -> list[dict[str, str]]:
+    # lazy: PIL, numpy, tokenizers
     from model_adapters.presets import all_presets
 
     return [
@@ -49,6 +50,7 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    # lazy: rich
     from rich.console import Console
     from rich.table import Table
 
@@ -63,6 +65,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _build_tiny(args: argparse.Namespace) -> int:
+    # lazy: PIL, numpy, tokenizers
     from model_adapters.checkpoint_info import describe
     from model_adapters.tiny import build_tiny
 

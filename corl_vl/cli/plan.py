@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from corl_vl.errors import CorlError
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -34,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _visible_gpus() -> tuple[int, int]:
     """(count, bytes of the first) of the visible CUDA devices; (0, 0) without any."""
+    # lazy: torch
     import torch
 
     if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
@@ -42,8 +45,8 @@ def _visible_gpus() -> tuple[int, int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: PIL, cli-help, numpy, tokenizers
     from corl_vl.config import load_config, pair_config
-    from corl_vl.errors import CorlError
     from corl_vl.plan import parse_memory, plan_for_config
 
     if args.config:

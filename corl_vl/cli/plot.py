@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from corl_vl.errors import CorlError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,9 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from corl_vl.errors import CorlError
+    # lazy: cli-help
     from corl_vl.train.reporting import plot_run, read_metrics
 
     run_dir = Path(args.run_dir)

@@ -120,6 +120,7 @@ def _rows(text: str) -> list[list[float]]:
 
 def _cohort(rows: list[list[float]] | tuple, args: argparse.Namespace) -> tuple[dict, list[str]]:
     """Final accuracies of an N-agent cohort under each weighting (pooled supervisors, :mod:`cohort_theory`)."""
+    # lazy: numpy, scipy
     from corl_vl.science import cohort_theory as ct
 
     n = len(rows[0])
@@ -200,7 +201,7 @@ def _end(traj_final: tuple[float, ...], names: tuple[str, ...]) -> dict[str, flo
 
 
 def run(args: argparse.Namespace) -> int:
-    from corl_vl.science import theory  # lazy: numpy/scipy stay off the CLI's other commands
+    from corl_vl.science import theory  # lazy: numpy, scipy (off the CLI's other commands)
 
     modes = _check_args(args)
     opts = {"eps": args.eps, "tol": args.tol, "rtol": args.rtol, "atol": args.atol, "horizon": args.horizon}
@@ -208,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
     result: dict = {}
     lines: list[str] = []
     if args.example == "collapsed" or args.cohort is not None:
+        # lazy: numpy, scipy
         from corl_vl.science.cohort_theory import COLLAPSED
 
         rows = COLLAPSED if args.cohort is None else _rows(args.cohort)

@@ -28,6 +28,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from corl_vl.cli.launch import self_launch_command, self_launch_processes
+from corl_vl.errors import CorlError
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -85,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from corl_vl.cli.launch import self_launch_command, self_launch_processes
+    # lazy: cli-help
     from corl_vl.config import apply_overrides, finalize, load_config, pair_config
     from corl_vl.recipe import train
     from corl_vl.train.run_lock import check_config_not_overwritten, release_run_locks
@@ -100,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
     if args.config:
         cfg = load_config(args.config, overrides)
     else:
+        # lazy: PIL, cli-help
         from corl_vl.data.dataset_recipes import pair_data_defaults
         from corl_vl.experiment import tiny_pair_experiment
 
@@ -120,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     # GPUs: one process per agent (or per GPU of each agent's block), started by torch's launcher
     nproc = None if launched else self_launch_processes(cfg, gpus, os.environ)
     if nproc is not None:
+        # lazy: torch
         from corl_vl.train.distributed import NODE_GPUS_ENV
 
         command = self_launch_command(nproc, train_argv(args), sys.executable)
@@ -142,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _visible_gpus() -> int:
+    # lazy: torch
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -149,6 +155,7 @@ def _visible_gpus() -> int:
 
 def _gpu_memory() -> int:
     """Bytes of the first visible GPU."""
+    # lazy: torch
     import torch
 
     return int(torch.cuda.get_device_properties(0).total_memory)
@@ -157,7 +164,7 @@ def _gpu_memory() -> int:
 def plan_first(cfg: Any, gpus: int, gpu_memory: Callable[[], int]) -> None:
     """The memory plan of a run on ``gpus`` GPUs, before any model loads: one line why it does not fit, with the
     first fix, or one log line that it does. On a CPU-only run there is nothing to plan."""
-    from corl_vl.errors import CorlError
+    # lazy: PIL, numpy, tokenizers
     from corl_vl.plan import plan_for_config
 
     if not gpus:
@@ -203,10 +210,9 @@ def train_argv(args: argparse.Namespace) -> list[str]:
 def _close_process_group() -> None:
     """End torch.distributed after a multi-process run; vLLM's exit hooks still use the default group of a
     single-process run, so that one is left to them."""
-    import sys
-
     if "torch" not in sys.modules:  # an error before training must not pay for importing torch
         return
+    # lazy: torch
     import torch.distributed
 
     dist = torch.distributed

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corl_vl.data.hub import load_rows
 from corl_vl.data.layouts import MATH, MMR1, OPEN_R1, Layout
 from corl_vl.errors import CorlError
+from corl_vl.io import atomic_dir
 
 log = logging.getLogger("corl_vl")
 
@@ -99,6 +101,7 @@ def pair_data_defaults(models: list[str], overrides: list[str]) -> tuple[list[st
     16-token rollouts: their answers are a few tokens, and a 512-token budget only makes each step slow. The
     user's own ``--set`` values always win.
     """
+    # lazy: PIL, numpy, tokenizers
     from model_adapters.presets import all_presets
     from model_adapters.registry import get_adapter_class, resolve_model
 
@@ -163,8 +166,6 @@ def load_recipe_rows(
         source: read a local copy of the hub repository (same layout) instead of the hub.
         preparing: called by :func:`prepare` (changes only the offline message).
     """
-    from corl_vl.data.hub import load_rows
-
     split = split or recipe.split
     label = f"{recipe.name} ({source or recipe.hub_id} [{split}])"
     columns, rows = load_rows(
@@ -225,9 +226,8 @@ def prepare(
     The folder has the default columns ``id, question, answer, images`` (plus the source's other columns), so
     ``data.train: OUT`` loads it with no field map, and a ``recipe.json`` saying where it came from.
     """
+    # lazy: datasets
     from datasets import Dataset, DatasetDict, Image, List
-
-    from corl_vl.io import atomic_dir
 
     base, split = split_recipe_name(name)
     recipe = get_recipe(base)

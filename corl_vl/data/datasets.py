@@ -23,7 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from PIL import Image
+
+from corl_vl.data.dataset_recipes import RECIPES, load_recipe_rows, split_recipe_name
+from corl_vl.data.hub import decode_json_columns, is_hub_folder, load_rows, parse_hub_id
 from corl_vl.data.images import _describe, check_aspect, lazy_image, verify_image
+from corl_vl.data.layouts import detect_layout
 from corl_vl.data.problem import ImageLike, Problem
 from corl_vl.errors import CorlError
 from corl_vl.io import MAX_JSON_BYTES, check_regular_file, loads_json, read_jsonl, read_text_file
@@ -74,18 +79,8 @@ def _pick(columns: list[str], spec: Columns, field: str, label: str, *, required
     return found
 
 
-def decode_json_columns(table: Any) -> list[dict[str, Any]]:
-    """Rows of a pyarrow table; columns of Arrow's JSON extension type (HF ``Json`` feature) are parsed."""
-    rows = table.to_pylist()
-    json_columns = [f.name for f in table.schema if getattr(f.type, "extension_name", None) == "arrow.json"]
-    for row in rows:
-        for name in json_columns:
-            if isinstance(row[name], str):
-                row[name] = json.loads(row[name])
-    return rows
-
-
 def _read_disk_dataset(path: Path, split: str | None, limit: int | None) -> _Source:
+    # lazy: datasets
     from datasets import DatasetDict, load_from_disk
 
     try:
@@ -109,6 +104,7 @@ def _read_disk_dataset(path: Path, split: str | None, limit: int | None) -> _Sou
 
 
 def _read_parquet(path: Path, limit: int | None) -> _Source:
+    # lazy: pyarrow
     import pyarrow.parquet as pq
 
     try:
@@ -152,9 +148,6 @@ def _read_json(path: Path, id_column: str | None, limit: int | None) -> _Source:
 
 def _read_named(text: str, split: str | None, limit: int | None) -> _Source:
     """A recipe name (``mmr1-math[@split]``) or a hub id (``ORG/NAME[:config][@split]``)."""
-    from corl_vl.data.dataset_recipes import RECIPES, load_recipe_rows, split_recipe_name
-    from corl_vl.data.hub import load_rows, parse_hub_id
-
     name, named_split = split_recipe_name(text)
     if name in RECIPES:
         label, columns, rows = load_recipe_rows(RECIPES[name], split=named_split or split, limit=limit)
@@ -174,8 +167,6 @@ def _read(path: Path, split: str | None, fields: FieldMap, limit: int | None) ->
     if path.is_dir():
         if any((path / marker).exists() for marker in ("dataset_dict.json", "state.json")):
             return _read_disk_dataset(path, split, limit)
-        from corl_vl.data.hub import is_hub_folder, load_rows
-
         if not is_hub_folder(path):
             raise CorlError(
                 f"{path}: a folder that is neither a datasets save_to_disk folder nor a copy of a hub "
@@ -196,8 +187,6 @@ def _read(path: Path, split: str | None, fields: FieldMap, limit: int | None) ->
 
 def _with_known_layout(src: _Source) -> _Source:
     """Rows of a recognised public dataset (MMR1, multimodal-open-r1, MATH) in the default columns."""
-    from corl_vl.data.layouts import detect_layout
-
     layout = detect_layout(src.columns)
     if layout is None:
         return src
@@ -207,8 +196,6 @@ def _with_known_layout(src: _Source) -> _Source:
 
 
 def _images(value: Any, where: str, root: Path, check: bool) -> list[ImageLike]:
-    from PIL import Image
-
     if value is None:
         return []
     items = value if isinstance(value, list | tuple) else [value]

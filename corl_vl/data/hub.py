@@ -12,6 +12,7 @@ and how to stage it on a machine with internet.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -82,8 +83,20 @@ def stage_hint(repo: str, recipe: str | None = None, *, preparing: bool = False)
     )
 
 
+def decode_json_columns(table: Any) -> list[dict[str, Any]]:
+    """Rows of a pyarrow table; columns of Arrow's JSON extension type (HF ``Json`` feature) are parsed."""
+    rows = table.to_pylist()
+    json_columns = [f.name for f in table.schema if getattr(f.type, "extension_name", None) == "arrow.json"]
+    for row in rows:
+        for name in json_columns:
+            if isinstance(row[name], str):
+                row[name] = json.loads(row[name])
+    return rows
+
+
 @contextmanager
 def _quiet_hub_logs() -> Iterator[None]:
+    # lazy: datasets, huggingface_hub
     import datasets
     from huggingface_hub.utils import logging as hub_logging
 
@@ -118,9 +131,8 @@ def load_rows(
         limit: only the first ``limit`` rows.
         preparing: called by ``data prepare`` (the offline message then says how to feed it a copy).
     """
+    # lazy: datasets
     from datasets import disable_progress_bars, load_dataset
-
-    from corl_vl.data.datasets import decode_json_columns
 
     label = label or str(target)
     disable_progress_bars()  # the training progress bar is the one that matters; errors still surface

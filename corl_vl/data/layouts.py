@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from corl_vl.answers.extract import extract_answer
+
 # Placeholders some datasets write into the question; the adapters place the images themselves.
 _IMAGE_PLACEHOLDER = re.compile(r"[ \t]*<image>[ \t]*\n?")
 
@@ -46,8 +48,6 @@ class Layout:
         return [self._row(i, row) for i, row in enumerate(rows)]
 
     def _row(self, index: int, row: dict[str, Any]) -> dict[str, Any]:
-        from corl_vl.answers.extract import extract_answer
-
         out = dict(row)
         out.setdefault("id", str(index))
         question = out.pop(self.question)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from corl_vl.answers.options import letter_of, parse_options
 from corl_vl.data.datasets import FieldMap, load_problems
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
@@ -34,7 +35,6 @@ def answer_in_base_options(
     """
     if answer is None or not view_choices or not base_choices or list(view_choices) == list(base_choices):
         return answer
-    from corl_vl.answers.options import letter_of, parse_options
 
     view, base = parse_options(view_choices), parse_options(base_choices)
     letter = letter_of(answer, view)

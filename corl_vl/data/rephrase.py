@@ -100,7 +100,7 @@ def rephrase(
     A rejected rewrite (see :func:`check_rewrite`) is replaced by the original question and counted in
     ``replaced``; ``meta["rephrase"]`` records ``ok`` or the reason on every row.
     """
-    from corl_vl.eval.generate import Generator
+    from corl_vl.eval.generate import Generator  # lazy: upward (corl_vl.eval imports corl_vl.data)
 
     if max_new_tokens < 1 or temperature < 0 or batch_size < 1:
         raise CorlError(
@@ -186,6 +186,7 @@ def write_view(problems: Sequence[Problem], out: str | Path, *, overwrite: bool 
 
 
 def _write_disk(problems: Sequence[Problem], out: Path) -> Path:
+    # lazy: PIL, datasets
     from datasets import Dataset, Features, Image, Value, disable_progress_bars
     from datasets import Sequence as Seq
 

@@ -154,6 +154,7 @@ def to_text_problem(problem: Problem) -> Problem:
 
 
 def _features():  # -> datasets.Features; imported lazily so the CLI starts fast
+    # lazy: datasets
     from datasets import Features, Image, Json, List, Value
 
     return Features(
@@ -181,6 +182,7 @@ def write_dataset(
     choices, answer, skill, params`` (``params`` as JSON). Written into a temporary sibling folder and
     renamed into place, so a crash never leaves a half-written dataset.
     """
+    # lazy: datasets
     from datasets import (
         Dataset,
         DatasetDict,

@@ -14,8 +14,9 @@ The CLI is ``corl-vl eval`` (:mod:`corl_vl.cli.eval`); docs/evaluation.md descri
 from corl_vl.eval.benchmarks import BENCHMARKS, TEXT_BENCHMARKS, VISION_BENCHMARKS, get_spec
 from corl_vl.eval.ensemble import ensemble_scores
 from corl_vl.eval.loaders import load_benchmark
-from corl_vl.eval.protocol import PROTOCOLS, evaluate_protocol
+from corl_vl.eval.protocol import PROTOCOLS
 from corl_vl.eval.report import read_responses, write_outputs
+from corl_vl.eval.run_protocol import evaluate_protocol
 from corl_vl.eval.scoring import RecordScore, get_scorer, score_responses
 
 __all__ = [

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from corl_vl.answers import vote
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.eval.scoring import get_scorer
@@ -29,8 +30,6 @@ def ensemble_record(
     scorer: Scorer, problem: Problem, pooled: Sequence[str], *, tie_policy: str = "first"
 ) -> RecordScore:
     """Vote over the pooled responses' extracted answers and judge the label."""
-    from corl_vl.answers import vote
-
     extracted = [scorer.extract(problem, r) for r in pooled]
     if not pooled:
         return RecordScore(problem.id, [], [], [], ensemble=True)

@@ -31,6 +31,7 @@ from typing import Any
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.io import read_jsonl
+from corl_vl.rollout import create_engine
 
 VISION_MAX_NEW_TOKENS = 16384
 TEXT_MAX_NEW_TOKENS = 3072
@@ -88,6 +89,7 @@ def default_decoding(
 def check_device(device: str) -> None:
     """Refuse a CUDA device on a machine without one, in one line (torch would assert deep inside a load)."""
     if device.startswith("cuda"):
+        # lazy: torch
         import torch
 
         if not torch.cuda.is_available():
@@ -137,6 +139,7 @@ class _Progress:
         self.start = time.perf_counter()
         if not enabled:
             return
+        # lazy: rich
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.bar = Progress(
@@ -175,6 +178,7 @@ def context_length(model_path: str, model: Any = None) -> int | None:
     the config does not say."""
     config = getattr(model, "config", None)
     if config is None:
+        # lazy: transformers
         from transformers import AutoConfig
 
         try:
@@ -212,7 +216,7 @@ class Generator:
         dtype: str = "auto",
         answer_format: str | None = None,
     ) -> None:
-        from corl_vl.rollout import create_engine
+        # lazy: PIL, numpy, tokenizers
         from model_adapters.dtypes import resolve_dtype
         from model_adapters.images import ImageOptions
         from model_adapters.registry import create_adapter

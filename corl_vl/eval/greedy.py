@@ -47,6 +47,7 @@ def heldout_problems(
 ) -> list[Problem]:
     """``n_per_skill`` synthetic *test-split* problems per skill: pictures, or their text rendering (the
     ablation) when ``text_view``."""
+    # lazy: PIL
     from corl_vl.data.synth import generate_problems, to_text_problem
 
     problems = generate_problems(n_per_skill * len(skills), seed=seed, split="test", skills=list(skills))
@@ -59,6 +60,7 @@ def blank_images(problems: Sequence[Problem]) -> list[Problem]:
     The check that a model answers from the picture: a skill read from pixels must fall to chance here, while
     a model that ignores the image (or reads the answer off the question) would keep its accuracy.
     """
+    # lazy: PIL
     from PIL import Image
 
     from corl_vl.data.images import open_image
@@ -87,6 +89,7 @@ def greedy_answers(
 
 def greedy_engine(adapter: Any, model: Any, batch_size: int = 32) -> Any:
     """The HF rollout engine over ``model`` itself (no copy): what held-out evaluation generates with."""
+    # lazy: PIL, numpy, tokenizers, torch, transformers
     from corl_vl.rollout.hf import HFEngine
 
     return HFEngine(adapter, model, batch_size=batch_size)
@@ -135,6 +138,7 @@ def heldout_accuracy(
 
 def evaluate_checkpoint(path: str, problems: Sequence[Problem], **kwargs: Any) -> HeldoutResult:
     """Load a checkpoint folder (or preset) and evaluate it (see :func:`heldout_accuracy`)."""
+    # lazy: PIL, numpy, tokenizers
     from model_adapters.registry import create_adapter
 
     adapter = create_adapter(path)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.eval.benchmarks import get_spec
 
 PAPER = "Co-RL paper, App. D.5 (Evaluation Details)"
 
@@ -145,8 +146,6 @@ def split_for(protocol: Protocol | None, benchmark: str, data: Any, split: str |
 
 def describe_split(benchmark: str, data: Any, split: str | None, n_records: int) -> dict[str, Any]:
     """``results.json`` ``split``: its name (or the local source it came from) and how many records."""
-    from corl_vl.eval.benchmarks import get_spec
-
     spec = get_spec(benchmark)
     if data is None:
         name = split or spec.splits[0]
@@ -163,54 +162,3 @@ def protocol_markdown(record: Mapping[str, Any], splits: Mapping[str, Mapping[st
     for bench, split in splits.items():
         lines.append(f"| {bench} | {split['name']} | {split['source']} | {split['records']} |")
     return lines
-
-
-def evaluate_protocol(
-    models: Sequence[str],
-    *,
-    protocol: str = "co-rl",
-    benchmarks: Sequence[str] | None = None,
-    data: str | None = None,
-    output_dir: str | None = None,
-    limit: int | None = None,
-    device: str | None = None,
-    progress: bool = False,
-) -> dict[str, dict[str, dict[str, Any]]]:
-    """``corl-vl eval --protocol PROTOCOL --model M …`` from Python: generate and score every model (a preset,
-    checkpoint folder or training run folder) under the protocol; returns run label → benchmark → the
-    ``results.json`` dict (each with ``protocol``, ``split`` and ``decoding``). ``output_dir`` defaults to a
-    run folder's ``eval/step-N``."""
-    import json
-    from pathlib import Path
-
-    from corl_vl.cli import build_parser
-    from corl_vl.cli.eval import run
-
-    argv = (
-        ["eval", "--protocol", protocol, "--no-progress"]
-        if not progress
-        else ["eval", "--protocol", protocol]
-    )
-    for model in models:
-        argv += ["--model", str(model)]
-    for value, flag in (
-        (data, "--data"),
-        (output_dir, "--output-dir"),
-        (limit, "--limit"),
-        (device, "--device"),
-    ):
-        if value is not None:
-            argv += [flag, str(value)]
-    if benchmarks:
-        argv += ["--benchmark", ",".join(benchmarks)]
-    args = build_parser().parse_args(argv)
-    run(args)
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    root = Path(args.output_dir)
-    single = root / "results.json"
-    if single.is_file() and len(args.model_labels) == 1:
-        result = json.loads(single.read_text())
-        return {args.model_labels[0]: {result["benchmark"]: result}}
-    for path in sorted(root.glob("*/*/results.json")):
-        out.setdefault(path.parent.parent.name, {})[path.parent.name] = json.loads(path.read_text())
-    return out

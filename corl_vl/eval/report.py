@@ -14,6 +14,7 @@ from typing import Any
 
 from corl_vl.answers.clean import encodable
 from corl_vl.errors import CorlError
+from corl_vl.eval.protocol import protocol_markdown
 from corl_vl.eval.scoring.base import RecordScore
 from corl_vl.io import atomic_file, read_jsonl, write_jsonl_atomic, write_text_atomic
 
@@ -136,8 +137,6 @@ def render_markdown(table: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str
 
 def _protocol_section(table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: Sequence[str]) -> list[str]:
     """The protocol the results were generated under (``--protocol``), its settings and splits; none without."""
-    from corl_vl.eval.protocol import protocol_markdown
-
     found = [res for run in runs for res in table[run].values() if res.get("protocol")]
     if not found:
         return []
@@ -202,9 +201,11 @@ def _disagreement_table(
 
 def plot_bars(table: Mapping[str, Mapping[str, Mapping[str, Any]]], path: Path) -> None:
     """Grouped bar chart of the overall numbers: benchmarks on the x axis, one bar per run."""
+    # lazy: matplotlib
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: matplotlib
     import matplotlib.pyplot as plt
 
     runs = [run for run in table if table[run]]

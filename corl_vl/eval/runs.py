@@ -11,7 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from corl_vl.errors import CorlError
+from corl_vl.typed_yaml import load_yaml
 
 __all__ = ["EvalModels", "expand_models", "is_run_dir"]
 
@@ -31,6 +34,7 @@ def is_run_dir(path: str | Path) -> bool:
 
 
 def _checkpoint(run: Path, step: int | None) -> Path:
+    # lazy: PIL, numpy, tokenizers, torch
     from corl_vl.train.checkpoint import latest_checkpoint
 
     root = run / "checkpoints"
@@ -49,9 +53,6 @@ def _checkpoint(run: Path, step: int | None) -> Path:
 
 def _base_models(run: Path) -> dict[str, str]:
     """Agent name → the ``model`` it started from, read from the run's ``config.yaml``."""
-    import yaml
-
-    from corl_vl.typed_yaml import load_yaml
 
     path = run / "config.yaml"
     if not path.is_file():
@@ -93,7 +94,8 @@ def expand_models(
         next(plain)
         run = Path(value)
         ckpt = _checkpoint(run, step)
-        from corl_vl.train.checkpoint_layout import read_meta  # the trainer's format; eval is imported by it
+        # lazy: upward (the trainer's checkpoint format; corl_vl.train imports corl_vl.eval)
+        from corl_vl.train.checkpoint_layout import read_meta
 
         agents = read_meta(ckpt)["agents"]  # names checked before they become paths
         bases = _base_models(run) if baselines else {}

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from corl_vl.errors import CorlError
+from corl_vl.train.rank_placement import gpu_counts
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,6 @@ def process_layout(
             f"distributed.deepspeed: {n_agents} agents need at least {n_agents} GPUs (a block each), {gpus} "
             "given; drop it (--set distributed.deepspeed=null) to have the agents take turns"
         )
-    from corl_vl.train.rank_placement import gpu_counts  # pure arithmetic, as this module
 
     counts = gpu_counts(requests, gpus)
     processes, start = [], 0

@@ -84,6 +84,7 @@ def token_self_certainty(scores: torch.Tensor, temperature: float = 1.0) -> torc
 
 def token_entropy(scores: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """Per-token entropy of ``softmax(scores / τ)`` ([B,T,V] → [B,T])."""
+    # lazy: torch
     import torch
 
     logp = torch.log_softmax(scores.float() / temperature, dim=-1)

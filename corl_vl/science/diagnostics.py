@@ -23,11 +23,15 @@ right, n01 only B right, n00 both wrong:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from corl_vl.answers import equivalent, grade, grade_record
+from corl_vl.answers.grading import record_choices, record_precision
 from corl_vl.errors import CorlError
+from corl_vl.eval.generate import Generator, default_decoding
 from corl_vl.io import check_answer_value, read_jsonl, write_jsonl_atomic
 
 #: Largest κ the paper observed for a different-family pair (App. A).
@@ -191,13 +195,6 @@ def _grade(path: Path, lineno: int, row: dict, gold: Mapping[str, dict] | None, 
         check_answer_value(row["extracted"], f"{path}:{lineno} field 'extracted'")
     record = {**ref, **row, "answer": ref["answer"]}
     try:
-        from corl_vl.answers import equivalent, grade_record
-        from corl_vl.answers.grading import record_choices, record_precision
-    except ImportError as err:
-        raise CorlError(
-            f"{path}:{lineno}: grading needs corl_vl.answers ({err}); give a 'correct' field"
-        ) from None
-    try:
         choices, precision = record_choices(record), record_precision(record)
     except (TypeError, ValueError):
         raise CorlError(f"{path}:{lineno}: field 'precision' must be an integer") from None
@@ -271,8 +268,6 @@ def diagnose(
 
 def answers_file_names(models: Sequence[str]) -> list[str]:
     """File stems for the models' answers files: the preset or folder name, made safe and unique."""
-    import re
-
     names: list[str] = []
     for model in models:
         base = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(model.rstrip("/")).name) or "model"
@@ -290,6 +285,7 @@ def _model_view(
     """The problems as this model can read them: the original, or the text rendering for a text-only model."""
     if not text_model or not any(p.images for p in problems):
         return problems
+    # lazy: PIL
     from corl_vl.data.datasets import load_problems
     from corl_vl.data.paired import verify_paired_views
 
@@ -323,9 +319,8 @@ def generate_answers(
     paths, ready for :func:`diagnose`. Responses are cached under ``out_dir/.generations`` keyed by the decoding
     settings, so an interrupted run resumes. The problems need answers (correctness is the point).
     """
-    from corl_vl.answers import grade
+    # lazy: PIL
     from corl_vl.data.datasets import load_problems
-    from corl_vl.eval.generate import Generator, default_decoding
 
     if len(models) < 2:
         raise CorlError("diagnose: give at least two --model values")

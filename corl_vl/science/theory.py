@@ -309,9 +309,11 @@ def plot_phase_portrait(
 
     Written to a temporary file and renamed, so a failed render never leaves a half-written image.
     """
+    # lazy: matplotlib
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: matplotlib
     import matplotlib.pyplot as plt
 
     out = Path(path)

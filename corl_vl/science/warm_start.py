@@ -41,8 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from corl_vl.data.problem import Problem
+from corl_vl.data.synth import generate_problems, get_skill, to_text_problem
 from corl_vl.errors import CorlError
 from corl_vl.paths import cache_dir
+from model_adapters.presets import all_presets
+from model_adapters.registry import create_adapter
+from model_adapters.tiny import ensure_tiny
 from model_adapters.vllm_layout import apply_to_folder
 
 VERSION = 3  # bump when the recipe below changes: cached folders are keyed by it
@@ -101,8 +105,6 @@ def labelled_pool(spec: WarmStartSpec) -> list[Problem]:
     """The labelled problems of ``spec``: every strong-skill problem, a seeded subset of each weak skill, a
     seeded ``weak_error_rate`` share of the weak skills' labels replaced by their systematic wrong answer
     (marked ``meta["label"] = "mistake"``; the others ``"gold"``)."""
-    from corl_vl.data.synth import generate_problems, get_skill, to_text_problem
-
     overlap = set(spec.strong_skills) & set(spec.weak_skills)
     if overlap:
         raise CorlError(f"warm start: skill(s) {sorted(overlap)} are both strong and weak")
@@ -140,10 +142,6 @@ def labelled_pool(spec: WarmStartSpec) -> list[Problem]:
 
 def _initial_adapter(spec: WarmStartSpec) -> Any:
     """The adapter of the starting model: the tiny preset rebuilt with ``init_seed`` (cached), else ``spec.model``."""
-    from model_adapters.presets import all_presets
-    from model_adapters.registry import create_adapter
-    from model_adapters.tiny import ensure_tiny
-
     preset = all_presets().get(spec.model)
     if spec.init_seed and preset is not None and preset.tiny:
         path = ensure_tiny(spec.model, seed=spec.init_seed)
@@ -178,9 +176,8 @@ def train_warm_start(
     ``record`` holds the loss curve (``losses``: mean loss per logging window), the first/last window losses,
     pool sizes per skill and the wall time — what :func:`ensure_warm_start` stores next to the weights.
     """
+    # lazy: torch
     import torch
-
-    from corl_vl.data.synth import to_text_problem
 
     adapter = _initial_adapter(spec)
     pool = labelled_pool(spec)

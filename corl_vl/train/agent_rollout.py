@@ -12,8 +12,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+import torch.distributed as dist
+
 from corl_vl.config import RolloutConfig
 from corl_vl.errors import CorlError
+from corl_vl.eval.generate import context_length
 from corl_vl.rollout import (
     Rollout,
     RolloutEngine,
@@ -53,8 +57,6 @@ def build_engine(
     if kind == "vllm":
         device = next(model.parameters()).device
         if device.type == "cuda":
-            import torch
-
             check_vllm_device(name, device.index or 0, torch.cuda.current_device())
         options.update(vllm_sizing(name, adapter, model, view, rollout, max_new_tokens))
     return create_engine(kind, adapter, model, **options)
@@ -90,8 +92,6 @@ def vllm_sizing(
     """vLLM's options for training on ``view``: image limit (checked on every problem), context length
     (``rollout.max_model_len``, or the longest prompt rendered here + ``grpo.max_new_tokens``), sleep level 2
     (the agent syncs the weights after every update), and the post-sync checksum."""
-    from corl_vl.eval.generate import context_length
-
     try:
         check_images(view, rollout.max_images_per_prompt)
     except CorlError as err:
@@ -124,7 +124,6 @@ def rank_stream(backend: Any, tensor_parallel_size: int) -> tuple[int, int]:
     group = getattr(backend, "dp_group", None)
     if group is None:
         return 0, 1
-    import torch.distributed as dist
 
     return seed_stream(dist.get_rank(group), dist.get_world_size(group), tensor_parallel_size)
 

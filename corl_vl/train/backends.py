@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+import torch.distributed as dist
 
 from corl_vl.config import DistributedConfig, OptimizerConfig, TrainConfig
 from corl_vl.errors import CorlError
@@ -254,7 +255,8 @@ def _zero3_inference(engine: Any) -> Iterator[None]:
     """Whole weights, no ZeRO-3 hooks, and the coordinator's per-forward ``reset_step`` paused (see
     :meth:`DeepSpeedBackend.inference_weights`). The pause shadows the method on the coordinator instance and is
     undone by deleting the shadow, so nothing of DeepSpeed's state outlives the context."""
-    from deepspeed.runtime.zero import unwrap_model_for_generation  # optional: distributed runs only
+    # lazy: deepspeed (distributed runs only)
+    from deepspeed.runtime.zero import unwrap_model_for_generation
 
     coordinator = engine.optimizer.parameter_offload.get_param_coordinator()
     with unwrap_model_for_generation(engine):
@@ -303,7 +305,6 @@ class DeepSpeedBackend:
         """Whole-group batch totals, and the padding passes up to the most micro-batches any member runs."""
         if self.dp_size == 1:
             return StepPlan(normalizer, padding_passes=0, group_rows=rows)
-        import torch.distributed as dist
 
         device = collective_device(self.dp_group)  # NCCL takes CUDA tensors only
         sums = torch.tensor(
@@ -356,7 +357,7 @@ class DeepSpeedBackend:
         ones in the same order); None when they are whole already. A streamed weight sync gathers one at a time."""
         if not self.zero3:
             return None
-        import deepspeed  # optional: distributed runs only
+        import deepspeed  # lazy: deepspeed (distributed runs only)
 
         return functools.partial(deepspeed.zero.GatheredParameters, modifier_rank=None)
 

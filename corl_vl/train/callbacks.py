@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corl_vl.config import to_dict
 from corl_vl.errors import CorlError
 from corl_vl.train.checkpoint import prune_checkpoints, save_checkpoint
 from corl_vl.train.completion_log import CompletionLog
@@ -24,6 +25,7 @@ from corl_vl.train.loop import Callback, StepMetrics, TrainingRun
 from corl_vl.train.progress import FirstStepCheck, NothingTrainedCheck, PlainProgress, ProgressBar
 from corl_vl.train.reporting import clean_value, metrics_path
 from corl_vl.train.stall import StallMonitor
+from corl_vl.train.validation import PeriodicEval
 
 if TYPE_CHECKING:
     from corl_vl.data.sources import SyntheticScope
@@ -44,7 +46,8 @@ class MetricsLog(Callback):
             path.parent.mkdir(parents=True, exist_ok=True)
             self._files[name] = path.open("a")
         if "tensorboard" in self.report_to and self.agents:
-            from torch.utils.tensorboard import SummaryWriter  # slow import, only when TensorBoard is wanted
+            # lazy: tensorboard (a slow import, made only when TensorBoard is wanted)
+            from torch.utils.tensorboard import SummaryWriter
 
             for name in self.agents:
                 log_dir = str(self.run_dir / "tensorboard" / name)
@@ -85,6 +88,7 @@ class MetricsLog(Callback):
             )
             self._writers[agent].add_text("completions", table, step)
         if self._wandb is not None:
+            # lazy: wandb
             import wandb
 
             data = [[row.get(c) for c in columns] for row in rows]
@@ -102,10 +106,9 @@ class MetricsLog(Callback):
 
 def _start_wandb(run_dir: Path, run: TrainingRun) -> Any:
     try:
-        import wandb  # optional dependency: only runs that ask for report_to: [wandb] need it
+        import wandb  # lazy: wandb (optional dependency: only runs that ask for report_to: [wandb] need it)
     except ImportError:
         raise CorlError("train.report_to: wandb is not installed (pip install wandb), or drop it") from None
-    from corl_vl.config import to_dict
 
     return wandb.init(
         project=os.environ.get("WANDB_PROJECT", "corl-vl"),
@@ -194,8 +197,8 @@ def standard_callbacks(
     rank 0's progress (a bar on a terminal, else a plain line every few steps) and first-step check, the
     stall stop, the non-finite stop, checkpoints. ``scope``: the synthetic validation problems' skills and view
     (an experiment's own, :class:`corl_vl.experiment.Experiment`)."""
+    # lazy: transformers
     from corl_vl.train.nonfinite import NonFiniteStop
-    from corl_vl.train.validation import PeriodicEval
 
     cfg, run_dir = cohort.cfg, Path(run_dir)
     writers = [a.name for a in cohort.agents] if dist is None or dist.is_group_leader else []

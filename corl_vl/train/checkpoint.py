@@ -114,6 +114,7 @@ def _normalise_permissions(folder: Path) -> None:
 @contextmanager
 def _clear_save_errors(target: Path) -> Iterator[None]:
     """A full or read-only disk during a save: one line that says the previous checkpoint is intact."""
+    # lazy: safetensors
     from safetensors import SafetensorError
 
     try:
@@ -195,6 +196,7 @@ def _restore(file: Path, restore: Any, state: Any) -> None:
 
 def _load_weights(agent: Any, folder: Path) -> None:
     """The agent's model weights from its HF folder; a damaged weights file is one line naming it."""
+    # lazy: safetensors
     from safetensors import SafetensorError
 
     try:

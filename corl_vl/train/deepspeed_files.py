@@ -104,6 +104,7 @@ def check_deepspeed_files(folder: Path, allow_unsafe: bool) -> None:
 
 
 def _check_installed(file: Path) -> None:
+    # lazy: deepspeed
     import deepspeed
 
     if deepspeed.__version__ != AUDITED_DEEPSPEED:

@@ -7,6 +7,7 @@ does not depend on DeepSpeed; only an agent whose world has several ranks builds
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
 
@@ -18,6 +19,7 @@ def collective_device(group: Any = None) -> Any:
     """The device a tensor collective on ``group`` must get: CPU when its backend serves CPU tensors (gloo),
     else this process's CUDA device (NCCL serves CUDA tensors only: a CPU tensor there raises "No backend type
     associated with device type cpu")."""
+    # lazy: torch
     import torch
     import torch.distributed as dist
 
@@ -84,6 +86,7 @@ def disable_shm_comm() -> None:
     """
     if os.environ.get("CORL_VL_DS_SHM_COMM") == "1":
         return
+    # lazy: deepspeed
     import deepspeed.ops
 
     table = deepspeed.ops.__compatible_ops__  # probed once per process, then cached; edits persist
@@ -198,6 +201,7 @@ def deepspeed_engine(model: Any, optimizer: Any, config: dict[str, Any], mpu: Ag
             "mix gradients and weights of different agents"
         )
     disable_shm_comm()
+    # lazy: deepspeed
     import deepspeed
 
     if config.get("zero_optimization", {}).get("stage") == 3:
@@ -230,8 +234,6 @@ def scope_zero3_checks(mpu: AgentMPU) -> None:
     process-wide, which is sound because a process hosts one agent (``deepspeed.utils.groups.mpu`` is
     process-wide too). Idempotent for the same group; a second, different group in one process is an error.
     """
-    import importlib
-
     check = _group_check(mpu)
     for module_name in _ZERO3_CHECK_MODULES:
         module = importlib.import_module(module_name)
@@ -251,6 +253,7 @@ def scope_zero3_checks(mpu: AgentMPU) -> None:
 
 def _group_check(mpu: AgentMPU) -> Any:
     """``assert_ints_same_as_other_ranks`` over the agent's group: its first rank's list is the reference."""
+    # lazy: torch
     import torch
     import torch.distributed as dist
 

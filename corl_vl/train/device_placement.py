@@ -173,6 +173,7 @@ def place_agents(
 
 def visible_devices() -> list[str]:
     """The CUDA devices this process sees (``cuda:0`` …); empty without a GPU."""
+    # lazy: torch
     import torch
 
     return [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []

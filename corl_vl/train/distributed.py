@@ -24,9 +24,13 @@ pseudo-labels and rewards are computed identically everywhere.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import torch
+import torch.distributed as dist
 
 from corl_vl.errors import CorlError
 from corl_vl.train.control_plane import ControlPlane
@@ -162,8 +166,6 @@ def launched_world_size() -> int:
 def node_id() -> str:
     """Which node this process runs on: torchrun's node rank (GROUP_RANK; also with simulated nodes on one
     machine), else the host name."""
-    import socket
-
     return os.environ.get("GROUP_RANK") or socket.gethostname()
 
 
@@ -177,7 +179,6 @@ def node_gpu_count(env: dict[str, str] | None = None) -> int:
         if not raw.isdigit():
             raise CorlError(f"{NODE_GPUS_ENV}={raw!r}: expected a number of GPUs per node")
         return int(raw)
-    import torch
 
     return torch.cuda.device_count() if torch.backends.cuda.is_built() else 0
 
@@ -200,8 +201,6 @@ def pin_gpu(gpu: int, env: dict[str, str] | None = None) -> None:
     """Make ``gpu`` (an index among the GPUs this process was started with) its only visible GPU, as
     ``cuda:0``, before CUDA starts: vLLM builds its engine on ``cuda:LOCAL_RANK`` (external launcher) or
     ``cuda:0`` (one process), and a process that shares its GPU must not build on another one."""
-    import torch
-
     env = os.environ if env is None else env
     if torch.cuda.is_initialized():
         raise CorlError(
@@ -216,9 +215,6 @@ def pin_gpu(gpu: int, env: dict[str, str] | None = None) -> None:
 def _join_agent_world(store: Any, agent: int, group_rank: int, group_size: int, backend: str) -> str:
     """``init_process_group`` over this agent's processes only (their own prefix of the launch's store);
     returns where the agent computes."""
-    import torch
-    import torch.distributed as dist
-
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     cuda = "cuda" in dist.Backend.backend_capability.get(backend, []) and torch.cuda.is_available()
@@ -240,8 +236,6 @@ def setup(
     (:mod:`corl_vl.train.rank_placement`; every process computes the same plan from the same gathered node names),
     pin this process's GPU, join its agent's world, build the mpu and the baton of its GPU.
     ``requests``: each agent's ``gpus`` (None: an equal share)."""
-    import torch.distributed as dist
-
     if dist.is_initialized():
         raise CorlError(
             "distributed: torch.distributed is already initialised; corl-vl creates each agent's own world "

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.train.parts_check import applicable_freeze
 
 _log = logging.getLogger(__name__)
 
@@ -20,8 +21,6 @@ def freeze_parts(model: Any, adapter: Any, names: Sequence[str], *, agent: str) 
     """Freeze the named parts of ``model`` (after LoRA, so adapters inside a frozen part freeze too); returns
     the frozen parameter names. An unknown part name is one line listing the family's parts. A text-only model
     has no vision part: a cohort-wide ``vision_tower`` or ``projector`` leaves it alone (parts_check.py)."""
-    from corl_vl.train.parts_check import applicable_freeze
-
     names = applicable_freeze(adapter, names)
     if not names:
         return []

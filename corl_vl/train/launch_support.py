@@ -47,6 +47,7 @@ def _launches(one: str, torchrun: str, zero: str) -> dict[str, str]:
 
 
 def _paired_views(cfg: Any, launch: Launch) -> bool:
+    # lazy: numpy
     from corl_vl.rewards.combine import step_reward
 
     return step_reward(cfg.reward).paired_views

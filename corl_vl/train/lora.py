@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.train.freeze import freeze_parts
 
 _log = logging.getLogger(__name__)
 
@@ -28,6 +29,7 @@ PEFT_PREFIX = "base_model.model."  # where PeftModel keeps the wrapped model; it
 
 def apply_lora(model: Any, adapter: Any, lora: Any, *, agent: str) -> None:
     """Inject LoRA (``lora``: the config's LoraConfig) into ``model`` in place; every other weight is frozen."""
+    # lazy: peft
     import peft
 
     targets = list(lora.target_modules) or adapter.lora_target_modules(model)
@@ -61,6 +63,7 @@ def has_lora(model: Any) -> bool:
 def adapters_disabled(model: Any) -> Iterator[None]:
     """``model`` computes its base function (adapters off) inside the block; every ``requires_grad`` flag is
     as before afterwards (peft's switch sets them for all adapters, also frozen ones)."""
+    # lazy: peft
     from peft.tuners.tuners_utils import BaseTunerLayer
 
     layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
@@ -92,6 +95,7 @@ class AdaptersOff:
 
 def save_adapters(model: Any, folder: Path) -> None:
     """The adapters' tensors and peft config in ``folder`` (peft's file names)."""
+    # lazy: peft, safetensors
     from peft import get_peft_model_state_dict
     from safetensors.torch import save_file
 
@@ -104,6 +108,7 @@ def save_adapters(model: Any, folder: Path) -> None:
 
 def load_adapters(model: Any, folder: Path) -> None:
     """The adapters saved by :func:`save_adapters` into ``model``; a missing or mismatched file is one line."""
+    # lazy: peft, safetensors
     from peft import set_peft_model_state_dict
     from safetensors import SafetensorError
     from safetensors.torch import load_file
@@ -140,8 +145,6 @@ def prepare_training(
 ) -> Any:
     """The agent's trainable parts: LoRA (``agents[i].lora``), then ``freeze`` (``train.freeze``); returns the KL
     reference (None when ``beta``, ``grpo.beta``, is 0): the base with adapters off under LoRA, else a frozen second copy."""
-    from corl_vl.train.freeze import freeze_parts
-
     if agent_cfg.lora is not None:
         apply_lora(model, adapter, agent_cfg.lora, agent=agent_cfg.name)
     freeze_parts(model, adapter, freeze, agent=agent_cfg.name)

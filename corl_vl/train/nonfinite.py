@@ -17,14 +17,13 @@ import torch
 
 from corl_vl.errors import CorlError
 from corl_vl.rollout.hf import NonFiniteLogits
+from corl_vl.train.checkpoint import latest_checkpoint
 from corl_vl.train.loop import Callback, TrainingRun
 
 NONFINITE_STEPS = 3  # consecutive skipped steps of one agent that stop the run
 
 
 def last_checkpoint_line(run_dir: Path | None) -> str:
-    from corl_vl.train.checkpoint import latest_checkpoint
-
     found = latest_checkpoint(run_dir) if run_dir is not None else None
     return f"last checkpoint: {found}" if found is not None else "no checkpoint saved yet"
 

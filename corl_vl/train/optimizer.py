@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 from torch.optim.adam import adam as adam_functional
+from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 
 from corl_vl.errors import CorlError
 
@@ -58,8 +59,6 @@ def round_into(weight: torch.Tensor, master: torch.Tensor) -> None:
 
 def fused_available(device: torch.device) -> bool:
     """Whether this torch has a fused AdamW kernel for fp32 tensors on ``device``'s type."""
-    from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
-
     return device.type in _get_fused_kernels_supported_devices()
 
 

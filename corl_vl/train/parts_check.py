@@ -31,6 +31,7 @@ def applicable_freeze(adapter: Any, names: Sequence[str]) -> list[str]:
 
 def meta_model(adapter: Any) -> Any:
     """The adapter's architecture on the meta device: module and parameter names, no weights, no memory."""
+    # lazy: torch, transformers
     import torch
     import transformers
     from transformers import AutoConfig
@@ -43,6 +44,7 @@ def meta_model(adapter: Any) -> Any:
 
 def lora_modules(model: Any, adapter: Any, lora: Any) -> tuple[Any, list[str]]:
     """(peft's ``target_modules``, the module names of ``model`` they match), matched by peft's own rule."""
+    # lazy: peft
     import peft
     from peft.tuners.tuners_utils import check_target_module_exists
 
@@ -57,6 +59,7 @@ def check_trainable(
     """Refuse, in one line, an agent of ``agents`` (the config's) that would train nothing under ``freeze``
     (``train.freeze``) or LoRA targets that match nothing (see the module doc); ``adapters``: the agents'
     adapters when the caller has them (else they are created)."""
+    # lazy: PIL, numpy, tokenizers
     from model_adapters.registry import create_adapter
 
     names = list(freeze)

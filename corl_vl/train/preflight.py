@@ -14,6 +14,7 @@ model is cached but the hub is unreachable, offline mode is switched on so the l
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import netrc
 import os
@@ -27,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from corl_vl.config import CohortConfig, DistributedConfig
 from corl_vl.errors import CorlError
 from corl_vl.io import read_json_file
+from corl_vl.train.deepspeed_setup import deepspeed_config
+from corl_vl.train.launch_support import check_support, launch_of
 
 if TYPE_CHECKING:
     from corl_vl.data.sources import SyntheticScope
@@ -37,6 +40,7 @@ _TRUE = {"1", "on", "yes", "true"}
 
 def _hub_id(model: str) -> str | None:
     """The hub id ``model`` would download (a real preset's, or an ``org/name``), or None (tiny, local)."""
+    # lazy: PIL, numpy, tokenizers
     from model_adapters.presets import all_presets, get_preset
 
     if model in all_presets():
@@ -53,6 +57,7 @@ def _offline_env() -> bool:
 
 
 def _cached(repo_id: str) -> bool:
+    # lazy: huggingface_hub
     from huggingface_hub import try_to_load_from_cache
 
     return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
@@ -60,6 +65,7 @@ def _cached(repo_id: str) -> bool:
 
 def hub_reachable(timeout: float = HUB_PROBE_SECONDS) -> bool:
     """One HEAD request to the hub's endpoint; any answer (even an HTTP error) means it is reachable."""
+    # lazy: huggingface_hub
     from huggingface_hub import constants
 
     try:
@@ -75,6 +81,7 @@ def _go_offline() -> None:
     """The hub is unreachable but everything needed is cached: make the loaders read the cache, not retry."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     try:
+        # lazy: huggingface_hub
         from huggingface_hub import constants
 
         constants.HF_HUB_OFFLINE = True  # read at import time; the loaders may already have imported it
@@ -86,6 +93,7 @@ def check_adapters(cfg: CohortConfig) -> None:
     """An explicit ``agents[i].adapter`` exists and drives the model's architecture (a preset's family, a
     folder's ``config.json`` model_type); otherwise the load fails later in a traceback or a template error,
     or trains a model through another family's prompts. Adapters that declare no model types are trusted."""
+    # lazy: PIL, numpy, tokenizers
     from model_adapters.presets import all_presets, get_preset
     from model_adapters.registry import get_adapter_class
 
@@ -147,6 +155,7 @@ def check_models_available(cfg: CohortConfig) -> None:
 def check_data(cfg: CohortConfig, scope: SyntheticScope | None = None) -> list[Any]:
     """Load the training problems once (synthetic ones of ``scope``: an experiment's skills and view) and check
     what the step needs of them; returns them."""
+    # lazy: PIL, numpy
     from corl_vl.rewards.combine import step_reward
     from corl_vl.train.cohort_data import load_base_problems
 
@@ -184,9 +193,6 @@ def check_launch(cfg: CohortConfig, dist: Any) -> None:
     """What this process layout refuses (``dist``: a launch's placement, None for one process), decided from the
     config before any model loads or the run folder is written: the DeepSpeed file's trainer-owned keys, stage
     and offload, then the table of what each layout supports (:mod:`corl_vl.train.launch_support`)."""
-    from corl_vl.train.deepspeed_setup import deepspeed_config
-    from corl_vl.train.launch_support import check_support, launch_of
-
     path, stage = cfg.distributed.deepspeed, None
     if path and dist is not None:  # the dtype only fills "auto"
         ds = deepspeed_config(
@@ -209,7 +215,6 @@ def check_reporting(report_to: Sequence[str]) -> None:
     ``wandb.init`` fails with a traceback after the models have loaded."""
     if "wandb" not in report_to:
         return
-    import importlib.util
 
     if importlib.util.find_spec("wandb") is None:
         raise CorlError("train.report_to: wandb is not installed (pip install wandb), or drop it")

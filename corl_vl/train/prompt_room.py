@@ -11,13 +11,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.eval.generate import context_length
 
 
 def check_prompt_room(agent: str, model: Any, prompts: Sequence[Any], max_new_tokens: int) -> None:
     """Raise a one-line :class:`CorlError` naming ``agent`` and the problem when a prompt (PromptInputs) is
     longer than the context minus ``max_new_tokens``."""
-    from corl_vl.eval.generate import context_length
-
     limit = context_length("", model)
     if limit is None:
         return

@@ -71,9 +71,11 @@ def clean_value(value: float) -> float | None:
 
 def plot_run(run_dir: str | Path, metrics: tuple[str, ...] = PLOTTED) -> list[Path]:
     """One PNG per metric under ``RUN_DIR/plots`` (one line per agent); returns the files written."""
+    # lazy: matplotlib
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: matplotlib
     import matplotlib.pyplot as plt
 
     run_dir = Path(run_dir)
@@ -110,6 +112,7 @@ def plot_reliability(records: dict[str, list[dict]], out_dir: Path) -> list[Path
     """Co-RL runs: each agent's label-free reliability estimates against its actual sample accuracy (gold,
     monitoring only), the pseudo-label accuracy each ``reward.weighting`` would give (rewards/supervision.py),
     and the labels' accuracy with the reward, where the problems have golds."""
+    # lazy: matplotlib
     import matplotlib.pyplot as plt
 
     def series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:

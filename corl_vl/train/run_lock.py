@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from corl_vl.errors import CorlError
+from corl_vl.io import _writing_error
 
 LOCK_NAME = "run.lock"
 
@@ -124,8 +125,6 @@ def acquire_run_lock(run_dir: str | Path) -> RunLock:
     try:
         return _acquire(run_dir, path, key)
     except OSError as err:  # a full, read-only or forbidden folder: one line, and no lock file left behind
-        from corl_vl.io import _writing_error
-
         if key not in _HELD:
             with contextlib.suppress(OSError):
                 if path.exists() and path.stat().st_size == 0:

@@ -97,6 +97,7 @@ def _freeze(key: Any) -> Any:
 def save_state(state: Any, folder: str | Path, name: str) -> None:
     """Write ``state`` (nested dicts/lists/tuples of tensors, numpy arrays and plain values) as
     ``folder/name.safetensors`` + ``folder/name.json``."""
+    # lazy: safetensors
     from safetensors.torch import save_file
 
     folder = Path(folder)
@@ -112,6 +113,7 @@ def has_state(folder: str | Path, name: str) -> bool:
 
 def _read_part(file: Path, read: Callable[[], Any]) -> Any:
     """``read()`` of one file of a saved state; a missing or corrupt file is one line naming it."""
+    # lazy: safetensors
     from safetensors import SafetensorError
 
     try:
@@ -125,6 +127,7 @@ def _read_part(file: Path, read: Callable[[], Any]) -> Any:
 
 def load_state(folder: str | Path, name: str) -> Any:
     """Read what :func:`save_state` wrote; a missing or corrupt file is a one-line :class:`CorlError`."""
+    # lazy: safetensors
     from safetensors.torch import load_file
 
     folder = Path(folder)

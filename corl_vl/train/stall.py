@@ -10,6 +10,7 @@ check. A streak restarts on resume (only a fresh run of zeros counts).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 
 from corl_vl.errors import CorlError
@@ -52,8 +53,6 @@ class StallMonitor:
             return None
         (agent, key), steps = worst
         if (agent, key) not in self.warned:
-            import sys
-
             self.warned.add((agent, key))
             print(
                 f"warning: {agent}: {key} has been 0 for {steps} steps — {_WHY[key]}; the run stops after "

@@ -33,6 +33,7 @@ def tf32_settings(device: str) -> dict[str, str]:
 
 def apply_tf32(settings: dict[str, str]) -> None:
     """Apply :func:`tf32_settings`' answer to this process (a user's own ``VLLM_FLOAT32_MATMUL_PRECISION`` wins)."""
+    # lazy: torch
     import torch
 
     if "float32_matmul_precision" in settings:
@@ -54,7 +55,7 @@ def checkpointing_on(setting: bool | None, device: str) -> bool:
 def zero_dropout(model: Any) -> int:
     """Every dropout probability of ``model`` set to 0: dropout modules' ``p`` and the float ``*dropout*``
     attributes attention modules read at call time; returns how many were non-zero."""
-    import torch  # here: the plan reads checkpointing_on without importing torch
+    import torch  # lazy: torch (the plan reads checkpointing_on without importing torch)
 
     changed = 0
     for module in model.modules():
@@ -71,6 +72,7 @@ def zero_dropout(model: Any) -> int:
 def apply_training_defaults(model: Any, train: Any, device: str) -> None:
     """``train.gradient_checkpointing`` and ``train.disable_dropout`` on the model an agent trains, and TF32 when
     it trains on a CUDA device of this process (a device named without CUDA here changes no global setting)."""
+    # lazy: torch
     import torch
 
     settings = tf32_settings(device)

@@ -40,7 +40,7 @@ class CausalLMAdapter(ModelAdapter):
 
     @cached_property
     def processor(self) -> Any:
-        from transformers import AutoTokenizer  # heavy: only when the tokenizer is used
+        from transformers import AutoTokenizer  # lazy: transformers (only when the tokenizer is used)
 
         return AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=self.trust_remote_code)
 

@@ -8,19 +8,19 @@ from model_adapters.tiny import TinyRecipe, text_common
 
 
 def _qwen2(tok: Any) -> tuple[Any, None]:
-    from transformers import Qwen2Config  # heavy: only when a checkpoint is built
+    from transformers import Qwen2Config  # lazy: transformers (only when a checkpoint is built)
 
     return Qwen2Config(**text_common(tok, "qwen2"), rope_theta=1_000_000.0), None
 
 
 def _qwen3(tok: Any) -> tuple[Any, None]:
-    from transformers import Qwen3Config  # heavy: only when a checkpoint is built
+    from transformers import Qwen3Config  # lazy: transformers (only when a checkpoint is built)
 
     return Qwen3Config(**text_common(tok, "qwen3"), rope_theta=1_000_000.0), None
 
 
 def _llama3(tok: Any) -> tuple[Any, None]:
-    from transformers import LlamaConfig  # heavy: only when a checkpoint is built
+    from transformers import LlamaConfig  # lazy: transformers (only when a checkpoint is built)
 
     rope = {
         "rope_type": "llama3",

@@ -37,6 +37,7 @@ def zero_size_embedding_guard() -> Iterator[None]:
 
     Patches the class method for the duration (not thread-safe; model construction is single-threaded).
     """
+    # lazy: torch, transformers
     from torch import nn  # heavy: only while weights are created
     from transformers.models.gemma3 import modeling_gemma3  # lazy: transformers
 

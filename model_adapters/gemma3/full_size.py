@@ -22,7 +22,7 @@ _SIGLIP = {
 
 def processor(spec: FullSizeSpec, tok: Any) -> Any:
     """The Gemma-3 processor at the published image size (one crop, pan-and-scan off)."""
-    import transformers  # heavy: only when a folder is written
+    import transformers  # lazy: transformers (only when a folder is written)
 
     side = spec.image["size"]
     image_processor = transformers.Gemma3ImageProcessor(

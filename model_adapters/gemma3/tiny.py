@@ -23,7 +23,7 @@ GEMMA_TOKENS = 16
 
 def _build(tok: Any) -> tuple[Any, Any]:
     """(config, processor factory) of the tiny Gemma-3, on the family's locally trained tokenizer ``tok``."""
-    from transformers import Gemma3Config  # heavy: only when a checkpoint is built
+    from transformers import Gemma3Config  # lazy: transformers (only when a checkpoint is built)
 
     text = text_common(tok, "gemma3")
     text.update(
@@ -74,7 +74,7 @@ def _build(tok: Any) -> tuple[Any, Any]:
 def init_projection(model: Any) -> None:
     """Draw the projection from vision to text, which Gemma-3 zero-initialises (vision gradients would be exactly
     0); inside the seeded block, so still deterministic."""
-    import torch  # heavy: only when weights are built
+    import torch  # lazy: torch (only when weights are built)
 
     weight = model.model.multi_modal_projector.mm_input_projection_weight
     with torch.no_grad():
@@ -87,7 +87,8 @@ def fix_saved_layout(out: Path) -> None:
     transformers 5.19 saves ``vision_tower.*`` (no ``vision_model``); its loader accepts the hub layout too, so HF
     loading is unchanged (the reload test compares logits).
     """
-    from safetensors.torch import load_file, save_file  # imports torch: only when a checkpoint is built
+    # lazy: safetensors (only when a checkpoint is built)
+    from safetensors.torch import load_file, save_file
 
     path = out / "model.safetensors"
     tensors = load_file(path)

@@ -23,7 +23,7 @@ _INTERN_VIT = {
 
 def processor(spec: FullSizeSpec, tok: Any) -> Any:
     """The InternVL processor with the published tile size, one tile per image as the paper runs it."""
-    import transformers  # heavy: only when a folder is written
+    import transformers  # lazy: transformers (only when a folder is written)
 
     tok.init_kwargs["crop_to_patches"] = False  # one tile, as the tiny zoo and the paper run it
     tile = spec.image["tile"]

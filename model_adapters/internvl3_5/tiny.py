@@ -21,7 +21,7 @@ INTERNVL_PATCH = 8
 
 def _build(tok: Any) -> tuple[Any, Any]:
     """(config, processor factory) of the tiny InternVL3.5, on the family's locally trained tokenizer ``tok``."""
-    from transformers import InternVLConfig  # heavy: only when a checkpoint is built
+    from transformers import InternVLConfig  # lazy: transformers (only when a checkpoint is built)
 
     text = text_common(tok, "internvl")
     text.update(model_type="qwen3", rope_theta=1_000_000.0)  # InternVL3.5 pairs its ViT with a Qwen3 LLM

@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from PIL import Image as PILImage
+
 from corl_vl.data.problem import ImageLike
 from corl_vl.errors import CorlError
 from model_adapters.base import ModelAdapter
@@ -54,14 +56,14 @@ class Qwen25VLAdapter(ModelAdapter):
         return factor, int(lo), int(hi)
 
     def prepare_image(self, image: ImageLike) -> Image.Image:
-        from qwen_vl_utils import smart_resize  # imports torchvision: keep `adapters list` light
+        # lazy: qwen_vl_utils, torchvision (keeps `adapters list` light)
+        from qwen_vl_utils import smart_resize
 
         image = super().prepare_image(image)
         factor, lo, hi = self._pixel_bounds()
         height, width = smart_resize(image.height, image.width, factor=factor, min_pixels=lo, max_pixels=hi)
         if (width, height) == image.size:
             return image
-        from PIL import Image as PILImage  # lazy: Pillow
 
         return image.resize((width, height), PILImage.Resampling.BICUBIC)
 

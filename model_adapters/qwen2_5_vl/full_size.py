@@ -29,7 +29,7 @@ _MROPE = {"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [1
 
 def processor(spec: FullSizeSpec, tok: Any) -> Any:
     """The Qwen2.5-VL processor with the published pixel bounds (the tiny zoo's uses tiny images)."""
-    import transformers  # heavy: only when a folder is written
+    import transformers  # lazy: transformers (only when a folder is written)
 
     size = {"shortest_edge": spec.image["min_pixels"], "longest_edge": spec.image["max_pixels"]}
     return transformers.Qwen2_5_VLProcessor(

@@ -22,7 +22,7 @@ QWEN_VL_MAX_PIXELS = 64 * 28 * 28  # 224×224 → 64 image tokens at most; 128×
 
 def _build(tok: Any) -> tuple[Any, Any]:
     """(config, processor factory) of the tiny Qwen2.5-VL, on the family's locally trained tokenizer ``tok``."""
-    from transformers import Qwen2_5_VLConfig  # heavy: only when a checkpoint is built
+    from transformers import Qwen2_5_VLConfig  # lazy: transformers (only when a checkpoint is built)
 
     text = text_common(tok, "qwen2_5_vl")
     # M-RoPE splits head_dim/2 = 16 rotary frequencies over (time, height, width), as the real 16/24/24 of 64.

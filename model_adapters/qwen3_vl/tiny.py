@@ -30,7 +30,7 @@ QWEN3_VL_MAX_PIXELS = 64 * QWEN3_VL_FACTOR**2  # 256×256 → 64 image tokens at
 
 def qwen3_vl_recipe(tok: Any) -> tuple[Any, Any]:
     """(config, processor factory) of the tiny Qwen3-VL, on the family's locally trained tokenizer ``tok``."""
-    from transformers import Qwen3VLConfig  # heavy: only when a checkpoint is built
+    from transformers import Qwen3VLConfig  # lazy: transformers (only when a checkpoint is built)
 
     text = text_common(tok, "qwen3_vl")
     # head_dim/2 = 16 rotary frequencies shared out (time, height, width) as the real 24/20/20 of 64, interleaved.

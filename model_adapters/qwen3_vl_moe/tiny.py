@@ -21,7 +21,7 @@ MOE_FFN = 96  # per-expert width: neither expert tensor is square (2 × 96 ≠ 2
 
 def qwen3_vl_moe_recipe(tok: Any) -> tuple[Any, Any]:
     """(config, processor factory) of the tiny Qwen3-VL MoE, on the Qwen3-VL tokenizer ``tok``."""
-    from transformers import Qwen3VLMoeConfig  # heavy: only when a checkpoint is built
+    from transformers import Qwen3VLMoeConfig  # lazy: transformers (only when a checkpoint is built)
 
     dense, processor = qwen3_vl_recipe(tok)
     text = dense.text_config.to_dict()

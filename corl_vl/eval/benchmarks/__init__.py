@@ -1,4 +1,4 @@
-"""The benchmarks corl-vl can load: one :class:`~corl_vl.eval.loaders.BenchmarkSpec` each.
+"""The benchmarks corl-vl can load: one :class:`~corl_vl.eval.benchmark_rows.BenchmarkSpec` each.
 
 Why a table: the CLI, the loaders and the scorers all key on these names, and ``--benchmark all`` means every
 entry here.
@@ -7,8 +7,8 @@ entry here.
 from __future__ import annotations
 
 from corl_vl.errors import CorlError
+from corl_vl.eval.benchmark_rows import BenchmarkSpec
 from corl_vl.eval.benchmarks import mathverse, mathvision, mathvista, text, wemath
-from corl_vl.eval.loaders import BenchmarkSpec
 
 _SPECS = [
     BenchmarkSpec("mathvista", "AI4Math/MathVista", None, ("testmini", "test"), mathvista.to_problem),

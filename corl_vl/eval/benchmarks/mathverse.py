@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from corl_vl.data.problem import Problem
-from corl_vl.eval.loaders import RowContext, answer_text, as_text, record_images, require
+from corl_vl.eval.benchmark_rows import RowContext, answer_text, as_text, record_images, require
 
 _CHOICES_HEAD = re.compile(r"Choices?\s*:")
 _CHOICE_LINE = re.compile(r"^\s*\(?([A-H])\)?\s*[:.：]\s*(.*?)\s*$")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from corl_vl.data.problem import Problem
-from corl_vl.eval.loaders import RowContext, answer_text, as_text, record_images, require
+from corl_vl.eval.benchmark_rows import RowContext, answer_text, as_text, record_images, require
 
 
 def to_problem(row: dict[str, Any], ctx: RowContext) -> Problem:

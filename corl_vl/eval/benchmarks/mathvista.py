@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from corl_vl.data.problem import Problem
-from corl_vl.eval.loaders import RowContext, answer_text, as_text, record_images, require
+from corl_vl.eval.benchmark_rows import RowContext, answer_text, as_text, record_images, require
 
 # Metadata fields the official calculate_score.py breaks accuracy down by (besides question/answer type).
 METADATA_KEYS = ("language", "source", "category", "task", "context", "grade", "skills")

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from corl_vl.data.problem import Problem
-from corl_vl.eval.loaders import RowContext, answer_text, as_text, first_present, require
+from corl_vl.eval.benchmark_rows import RowContext, answer_text, as_text, first_present, require
 
 GPQA_SEED = 0  # GPQA's options are shuffled per record with this fixed seed (stable across runs and machines)
 _MATH_SUBJECT = re.compile(r"^test/([^/]+)/")

@@ -11,7 +11,7 @@ from typing import Any
 
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
-from corl_vl.eval.loaders import RowContext, answer_text, as_text, record_images, require
+from corl_vl.eval.benchmark_rows import RowContext, answer_text, as_text, record_images, require
 
 # "A. 300, 400;B. 400, 300;C. 3000, 4000; E. No correct answer": the next letter and a dot open each option,
 # after a ";" or a space and before some text. Real rows also hold "A. 45° B. 60° ;C. 120°" and figure labels

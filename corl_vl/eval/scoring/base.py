@@ -15,6 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from corl_vl.answers import equivalent, extract_answer
+from corl_vl.answers.extract import EXTRACTION_MODES, strip_dollars
+from corl_vl.answers.normalize import canonical
+from corl_vl.answers.options import letter_of, parse_options
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 
@@ -112,9 +116,6 @@ def letter_gold_equivalent(gold: str, extracted: str, choices: Sequence[str]) ->
     We-Math rows have options "F; D; B; I; No correct answer"), as the benchmarks' own scripts read it; any
     other answer is compared with the gold option's value.
     """
-    from corl_vl.answers import equivalent
-    from corl_vl.answers.options import letter_of, parse_options
-
     options = parse_options(choices)
     index = options.index_of_letter(gold.strip()) if len(gold.strip()) == 1 else None
     if index is None:  # gold is not a letter of these options: compare freely
@@ -128,9 +129,6 @@ def letter_gold_equivalent(gold: str, extracted: str, choices: Sequence[str]) ->
 def states_gold(response: str, gold: str | None) -> bool:
     """Whether the whole response is the gold answer, spelled the same up to ``$``, spacing and a final full
     stop ("domain: [-4, 0) and range: (-3, 1]" is correct even though no rule extracts a single value)."""
-    from corl_vl.answers.extract import strip_dollars
-    from corl_vl.answers.normalize import canonical
-
     if gold is None or not gold.strip() or len(response) > 2 * len(gold) + 20:
         return False
     return canonical(strip_dollars(response)) == canonical(strip_dollars(gold))
@@ -177,8 +175,6 @@ class Scorer:
     official_extractions: Mapping[str, Sequence[str | None]] | None = None
 
     def __post_init__(self) -> None:
-        from corl_vl.answers.extract import EXTRACTION_MODES
-
         if self.scoring not in SCORING_MODES:
             raise CorlError(f"unknown scoring {self.scoring!r}; choose from {list(SCORING_MODES)}")
         if self.extraction not in EXTRACTION_MODES:
@@ -190,14 +186,10 @@ class Scorer:
 
     def extract(self, problem: Problem, response: str) -> str | None:
         """The verified-mode extraction (``extraction``: lenient or strict)."""
-        from corl_vl.answers import extract_answer
-
         return extract_answer(response, self.choices(problem), mode=self.extraction)
 
     def official_extract(self, problem: Problem, response: str) -> str | None:
         """The official rules' extraction; default: strict markers (``\\boxed{}`` first)."""
-        from corl_vl.answers import extract_answer
-
         return extract_answer(response, self.choices(problem), mode="strict")
 
     def official_judge(self, problem: Problem, extracted: str | None) -> bool:
@@ -205,8 +197,6 @@ class Scorer:
         return self.judge(problem, extracted)
 
     def judge(self, problem: Problem, extracted: str | None) -> bool:
-        from corl_vl.answers import equivalent
-
         if extracted is None or problem.answer is None:
             return False
         choices = self.choices(problem)

@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from corl_vl.answers.options import letter_of, parse_options
 from corl_vl.data.problem import Problem
 from corl_vl.eval.scoring import get_scorer
+from corl_vl.eval.scoring.mathvision_official import official_extract
 
 Choices = Sequence[str] | None
 
@@ -25,8 +27,6 @@ def _always(_gold: str, _value: str | None, _choices: Choices) -> bool:
 def _mathvision_cleaned(_gold: str, value: str | None, _choices: Choices) -> bool:
     """MATH-V compares its cleaned, lower-cased extraction with the *raw* option text, so an option text that
     its own cleaner changes (spaces, ``$``, LaTeX, capitals) never matches."""
-    from corl_vl.eval.scoring.mathvision_official import official_extract
-
     return value is not None and official_extract(value) != value.strip()
 
 
@@ -66,8 +66,6 @@ def forms(benchmark: str, problem: Problem, choices: Sequence[str] | None) -> di
     if benchmark == "wemath":
         out["prompt"] = f"<Answer>: {gold}"
     if choices:
-        from corl_vl.answers.options import letter_of, parse_options
-
         options = parse_options(choices)
         letter = letter_of(gold, options)
         index = options.letters.index(letter) if letter is not None else None

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from corl_vl.answers import extract_answer
 from corl_vl.answers.extract import GUESS_STEPS, MODE_ORDERS, plain_text
 from corl_vl.answers.lenient import declines
 from corl_vl.answers.options import parse_options
@@ -46,8 +47,6 @@ _STATES = re.compile(r"\b(?:is|are|was|were|equals?|gives?)\b", re.IGNORECASE)  
 
 def official_extract(response: str, choices: Sequence[str] | None = None) -> str | None:
     """The answer the official extraction prompt's examples would give (see the module docstring)."""
-    from corl_vl.answers import extract_answer
-
     if declines(response[-4000:]):
         return None  # "I cannot provide the correct option letter …" → null
     raw = extract_answer(response, None, mode="lenient")

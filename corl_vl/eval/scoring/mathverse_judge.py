@@ -24,7 +24,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from corl_vl.answers import equivalent
+from corl_vl.answers.numeric_eval import constant_value
 from corl_vl.answers.units import value_of
+from corl_vl.eval.scoring.base import letter_gold_equivalent, states_gold
 
 # Length, area, volume, mass and time units in a base unit of their dimension (m, m², m³, kg, s).
 _LENGTH = {"mm": 1e-3, "cm": 1e-2, "dm": 0.1, "m": 1.0, "km": 1e3, "in": 0.0254, "ft": 0.3048, "yd": 0.9144}
@@ -56,8 +59,6 @@ def letters(text: str) -> tuple[str, ...] | None:
 def converted_equal(gold: str, extracted: str) -> bool | None:
     """Whether two values with units of one dimension are equal after conversion (``0.5 m`` and ``50 cm``);
     None when either has no known unit or a value that is not a plain number."""
-    from corl_vl.answers.numeric_eval import constant_value
-
     (g_value, g_unit), (e_value, e_unit) = value_of(gold), value_of(extracted)
     if g_unit is None or e_unit is None or g_unit == e_unit:
         return None
@@ -72,9 +73,6 @@ def converted_equal(gold: str, extracted: str) -> bool | None:
 
 def consistent(gold: str | None, extracted: str | None, choices: Sequence[str] | None) -> bool:
     """The judge's verdict (see the module docstring): 1 → True, 0 → False."""
-    from corl_vl.answers import equivalent
-    from corl_vl.eval.scoring.base import letter_gold_equivalent, states_gold
-
     if gold is None or extracted is None or not extracted.strip():
         return False
     if extracted.strip() == gold.strip():

@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from corl_vl.answers import equivalent, extract_answer
 from corl_vl.answers.extract import strip_dollars
 from corl_vl.answers.lenient import MAX_SENTENCE_CHARS
 from corl_vl.answers.normalize import parse_number
@@ -157,8 +158,6 @@ def rules_extract(response: str, choices: Sequence[str] | None, question_type: s
     extractor usually copies from a refusal ("The question does not provide …"), and the closest option to it
     is then scored, as officially.
     """
-    from corl_vl.answers import extract_answer
-
     shortcut = official_shortcut(response, choices, question_type, answer_type)
     if shortcut is not None:
         return shortcut
@@ -204,8 +203,6 @@ class MathVistaScorer(Scorer):
 
     def judge(self, problem: Problem, extracted: str | None) -> bool:
         """Verified: mathematical equivalence (option letter or text; floats at the answer's precision)."""
-        from corl_vl.answers import equivalent
-
         if extracted is None or problem.answer is None:
             return False
         precision = problem.meta.get("precision") if problem.meta.get("answer_type") == "float" else None

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
+from corl_vl.eval.generate import Decoding, Generator
+from corl_vl.eval.scoring.mathvista import official_shortcut
 
 RULES = "rules"
 MODEL_PREFIX = "model:"
@@ -146,8 +148,6 @@ class ModelExtractor:
         batch_size: int = 8,
         adapter: str | None = None,
     ) -> None:
-        from corl_vl.eval.generate import Generator
-
         self.generator = Generator(
             model,
             adapter=adapter,
@@ -172,8 +172,6 @@ class ModelExtractor:
         progress: bool = False,
     ) -> dict[str, list[str | None]]:
         """One extraction per response, keyed by record id (records without responses are left out)."""
-        from corl_vl.eval.generate import Decoding
-
         prompts: list[Problem] = []
         keys: dict[str, list[str]] = {}
         known: dict[str, str | None] = {}  # answered by the official shortcuts, no model call
@@ -201,7 +199,6 @@ def _shortcut(benchmark: str, problem: Problem, response: str) -> str | None:
     :func:`corl_vl.eval.scoring.mathvista.official_shortcut`); MathVerse asks the model for every one."""
     if benchmark != "mathvista":
         return None
-    from corl_vl.eval.scoring.mathvista import official_shortcut
 
     meta = problem.meta
     return official_shortcut(
