@@ -11,6 +11,10 @@ sum over the rows, as if each row had encoded its picture.
 
 A family opts in with :meth:`~model_adapters.scoring.LogprobScoring.image_feature_units` (how many leading
 entries of the features one prompt contributes); the default (``None``) keeps per-row encoding.
+
+The sharing is per forward, so the trainer keeps a problem's rows in forwards of their own when it builds
+micro-batches by length (``corl_vl.train.minibatches.sharing_groups``): otherwise rows of similar length from
+several problems would share forwards and each picture be encoded in several of them.
 """
 
 from __future__ import annotations

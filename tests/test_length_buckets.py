@@ -1,6 +1,7 @@
 """Micro-batches built by length (``corl_vl.train.minibatches.length_micro_batches``): the loss, the gradient and
 the no-grad scores equal today's in-order padded micro-batches for every ``grpo.loss_type`` and policy loss, while
-fewer padded tokens are computed (``perf/padding_share``).
+fewer padded tokens are computed (``perf/padding_share``). With an adapter that shares a problem's vision pass,
+a problem's rows are kept together: the same loss, fewer pictures encoded (``perf/vision_images_encoded``).
 
 Tiny randomly initialised models of the real architectures (model_adapters/tiny.py); completions are drawn with
 very different lengths so the length order really differs from the row order.
@@ -24,7 +25,7 @@ from model_adapters.registry import create_adapter
 K = 4
 
 
-def _in_order(lengths, rows, size):
+def _in_order(lengths, rows, size, groups=None):
     """Today's padded path: micro-batches of consecutive rows, whatever their lengths."""
     return [rows[start : start + size] for start in range(0, len(rows), size)]
 
@@ -33,7 +34,7 @@ def _agent(model_name, text, **grpo):
     raw = {
         "agents": [{"name": "solo", "model": model_name}],
         "data": {"limit": 3, "problems_per_step": 3},
-        "grpo": {"k": K, "max_new_tokens": 40, "micro_batch_size": 3, **grpo},
+        "grpo": {"k": K, "max_new_tokens": 40, "micro_batch_size": 3} | grpo,
         "train": {"reward": "rent", "lr": 1e-3, "warmup_ratio": 0, "plot": False},
     }
     cfg = config_from_dict(raw)
@@ -104,12 +105,60 @@ def test_length_micro_batches_give_the_padded_paths_loss_and_gradients(
     _compare(agent, _batch(agent, view), spec, monkeypatch)
 
 
+@pytest.mark.parametrize("grouping", ["by_problem", "by_length_only"])
 @pytest.mark.parametrize("model_name", ["tiny-qwen2.5-vl", "tiny-gemma3"])
-def test_length_micro_batches_are_exact_for_pictures_too(model_name, monkeypatch):
-    """A VLM (M-RoPE positions, pictures per row), with the KL term and the entropy bonus on."""
+def test_length_micro_batches_are_exact_for_pictures_too(model_name, grouping, monkeypatch):
+    """A VLM (M-RoPE positions, pictures per row), with the KL term and the entropy bonus on; a problem's rows
+    kept together (the sharing adapters' order) or sorted by length alone."""
     agent, view = _agent(model_name, text=False)
+    assert minibatches.sharing_groups(agent.adapter, agent.encode([p.id for p in view])) == [0, 1, 2]
     spec = type(agent.loss_spec)(**{**agent.loss_spec.__dict__, "loss_type": "grpo", "entropy_coef": 0.01})
+    if grouping == "by_length_only":
+        monkeypatch.setattr(minibatches, "sharing_groups", lambda adapter, prompts: None)
     _compare(agent, _batch(agent, view), spec, monkeypatch)
+
+
+# Three problems × K = 4, two rows per micro-batch; completion lengths per problem: two long rows 30 apart, two
+# short ones. The prompts differ by < 30 tokens (87, 88, 107 for Qwen2.5-VL), so by length alone the rows of the
+# three problems interleave: [C300 B300] [A300 C270] [B270 A270] [C150 B150 A150] [C120 B120 A120] (the short
+# rows three to a forward: within the token budget of 2 longest rows and 10 % padding) = 2+2+2+3+3 = 12
+# pictures; kept together, each problem makes two forwards of its own picture: 3 × 2 = 6 pictures.
+SPREAD = [300, 270, 150, 120]
+
+
+@pytest.mark.parametrize("model_name", ["tiny-qwen2.5-vl", "tiny-gemma3"])
+def test_a_sharing_adapter_keeps_a_problems_rows_together(model_name, monkeypatch):
+    agent, view = _agent(model_name, text=False, micro_batch_size=2, max_new_tokens=300)
+    prompts = agent.encode([p.id for p in view])
+    assert max(map(len, prompts)) - min(map(len, prompts)) < 30  # the premise of the counts above
+    rng = random.Random(3)
+    rows = [p for p in prompts for _ in range(K)]
+    completions = [[rng.randrange(20, 120) for _ in range(n)] for _ in prompts for n in SPREAD]
+    rollout = torch.zeros(len(rows), max(SPREAD))
+    for i, c in enumerate(completions):
+        rollout[i, : len(c)] = -torch.rand(len(c)) * 3
+    batch = Batch(rows, completions, rollout, torch.tensor([1.0, -0.5, 0.7, -1.2] * 3))
+    lengths = minibatches.row_lengths(rows, completions)
+    groups = minibatches.sharing_groups(agent.adapter, rows)
+    assert groups == [0] * K + [1] * K + [2] * K
+    micro = minibatches.length_micro_batches(lengths, list(range(12)), 2, groups)
+    assert micro == [[8, 9], [10, 11], [4, 5], [6, 7], [0, 1], [2, 3]]  # C, B, A: by their longest row
+    assert minibatches.pictures_encoded(groups, micro) == 6
+
+    together, apart = _twin(agent), _twin(agent)
+    agent.adapter.pop_vision_images_encoded()
+    m_together, g_together = _update_capturing_grads(together, batch, None)
+    assert (
+        agent.adapter.pop_vision_images_encoded() == 6
+    )  # one picture per problem per forward, 2 forwards each
+    with monkeypatch.context() as patch:
+        patch.setattr(minibatches, "sharing_groups", lambda adapter, prompts: None)
+        m_apart, g_apart = _update_capturing_grads(apart, batch, None)
+    assert agent.adapter.pop_vision_images_encoded() == 12  # 2+2+2+3+3: rows of several problems per forward
+    assert m_together["loss"] == pytest.approx(m_apart["loss"], rel=1e-5, abs=1e-6)
+    scale = max(float(g.abs().max()) for g in g_apart.values())
+    assert max(float((g_together[n] - g_apart[n]).abs().max()) for n in g_apart) <= 1e-5 * max(scale, 1.0)
+    assert m_together["perf/padding_share"] <= minibatches.PADDING_TARGET
 
 
 def test_scores_come_back_in_the_callers_order(text_agent, monkeypatch):
@@ -147,3 +196,25 @@ def test_length_order_and_padding_arithmetic():
         ]
     )
     assert merged["perf/padding_share"] == pytest.approx(0.1)
+
+
+def test_grouped_order_keeps_problems_contiguous_under_the_same_bounds():
+    # problem 0: rows 0-2, problem 1: rows 3-5; -1: a row without a picture (a problem of its own)
+    lengths = [100, 60, 58, 99, 61, 59, 80]
+    groups = [0, 0, 0, 1, 1, 1, -1]
+    assert minibatches.bucket_order(lengths, list(range(7)), groups) == [0, 1, 2, 3, 4, 5, 6]
+    by_length = minibatches.length_micro_batches(lengths, list(range(7)), 2)
+    assert by_length == [[0, 3], [6], [4, 1, 5], [2]]  # 3 × 61 within the budget of 2 × 100, 1.6 % padding
+    assert minibatches.pictures_encoded(groups, by_length) == 5
+    together = minibatches.length_micro_batches(lengths, list(range(7)), 2, groups)
+    assert together == [
+        [0],
+        [1, 2],
+        [3],
+        [4, 5],
+        [6],
+    ]  # a row joins only under the width of the forward's longest
+    assert minibatches.pictures_encoded(groups, together) == 4
+    for mb in together:
+        padded, computed = minibatches.padding_tokens(lengths, [mb])
+        assert padded <= minibatches.PADDING_TARGET * computed and computed <= 2 * max(lengths)

@@ -139,7 +139,7 @@ class VisionCounter:
     (rollout prefill, scoring), by a forward pre-hook — arm-agnostic."""
 
     def __init__(self, model: Any) -> None:
-        self.counts = {"calls": 0, "images": 0, "images_grad": 0}
+        self.counts = {"calls": 0, "images": 0, "images_grad": 0, "patches": 0}  # patches: the pictures' size
         tower = vision_tower(model)
         if tower is not None:
             tower.register_forward_pre_hook(self._hook, with_kwargs=True)
@@ -152,6 +152,7 @@ class VisionCounter:
         images = int(grid.shape[0]) if grid is not None else int(pixels.shape[0])
         self.counts["calls"] += 1
         self.counts["images"] += images
+        self.counts["patches"] += int(grid.prod(-1).sum()) if grid is not None else int(pixels.shape[0])
         if torch.is_grad_enabled():
             self.counts["images_grad"] += images
 

@@ -1,10 +1,17 @@
 """The TRL arm of ``vs_trl.py``: TRL's ``GRPOTrainer`` on the same model folder, problems and shape.
 
-``--shape paper`` (written while TRL 1.16 was not installed on the machine that wrote it, so not yet run): the
-processor's ``max_pixels`` raised as corl-vl's adapter option does, the drawn completion lengths forced by the
-same logits processor (``shapes.force_lengths`` on the model TRL generates with), micro-batches of
-``--micro-batch`` rows with gradient accumulation over the step's batch (one generation and one optimizer
-step per step: ``steps_per_generation`` = ``gradient_accumulation_steps``).
+``--shape paper`` (run against TRL 1.16.0 on transformers 5.19): the processor's ``max_pixels`` and its
+``size["longest_edge"]`` (a ``SizeDict`` in transformers 5, the one the processor reads) raised as corl-vl's
+adapter option does, so TRL sees the same 1,008 × 1,008 pictures (5,184 patches each, counted by
+``shapes.VisionCounter``); the drawn completion lengths forced by the same logits processor
+(``shapes.force_lengths`` on the model TRL generates with); micro-batches of ``--micro-batch`` rows with
+gradient accumulation over the step's batch (one generation and one optimizer step per step:
+``steps_per_generation`` = ``gradient_accumulation_steps``, so TRL computes no separate old-logprob pass).
+
+What TRL does per step at this shape (``GRPOTrainer`` source): every one of the K rows is a full prompt with
+its own copy of the picture, in the rollout (``generate`` prefills each row, so the tower encodes K pictures)
+and in the gradient pass (``_get_per_token_logps_and_entropies`` slices ``pixel_values`` per row: K more);
+prompts are left-padded and completions right-padded to the micro-batch's longest, in arrival order.
 """
 
 from __future__ import annotations
@@ -105,8 +112,10 @@ def trl_arm(family: str, args: argparse.Namespace, proto: Any, reply: Any) -> No
     if paper:
         image_processor = getattr(trainer.processing_class, "image_processor", None)
         if image_processor is not None:  # the pictures corl-vl's adapter option keeps, kept here too
-            image_processor.max_pixels = PAPER_MAX_PIXELS
-            image_processor.size = {**image_processor.size, "longest_edge": PAPER_MAX_PIXELS}
+            image_processor.max_pixels = PAPER_MAX_PIXELS  # transformers 5 reads ``size`` (a SizeDict)
+            image_processor.size = type(image_processor.size)(
+                **{**dict(image_processor.size), "longest_edge": PAPER_MAX_PIXELS}
+            )
         banned = list(adapter.placeholder_token_ids)
         force_lengths(trainer.model, list(adapter.stop_token_ids), banned, args.tokens)
     vision, padding = VisionCounter(trainer.model), PaddingCounter(trainer.model)

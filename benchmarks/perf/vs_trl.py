@@ -21,6 +21,7 @@ vision towers encode per step and the padding share of its gradient forwards (fo
 arms). Without TRL installed the corl-vl arms still run and every ratio against TRL reads n/a.
 
     pip install -e ".[perf]"   # TRL, not part of the default set-up
+    # or, keeping the environment as it is: pip install --no-deps --target DIR trl==1.16.0; PYTHONPATH=.:DIR
     python benchmarks/perf/vs_trl.py [--shape tiny|paper] [--families text,vl] [--agents 1,2,3] [--steps 7]
 """
 

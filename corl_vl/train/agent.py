@@ -173,7 +173,8 @@ class Agent:
         weights = self.backend.inference_weights() if model is None else contextlib.nullcontext()
         size = self.settings.grpo.micro_batch_size
         # scored in length order (less padding, corl_vl.train.minibatches), handed back in the caller's order
-        order, back = minibatches.length_order(prompts, completions, size)
+        groups = minibatches.sharing_groups(self.adapter, prompts)  # a problem's rows kept together
+        order, back = minibatches.length_order(prompts, completions, size, groups)
         with torch.no_grad(), weights:
             scored = self.adapter.completion_logprobs(
                 model or self.model,

@@ -50,7 +50,10 @@ def optimizer_step(agent: Any, batch: Batch, old: Any = None) -> dict[str, float
         reference = agent.score(batch.prompts, batch.completions, model=agent.ref_model).logprobs
     rollout_logprobs = batch.rollout_logprobs.to(device)
     lengths = minibatches.row_lengths(batch.prompts, batch.completions)
-    micro = minibatches.length_micro_batches(lengths, rows, agent.settings.grpo.micro_batch_size)  # exact
+    groups = minibatches.sharing_groups(agent.adapter, batch.prompts)  # a problem's rows kept together
+    micro = minibatches.length_micro_batches(
+        lengths, rows, agent.settings.grpo.micro_batch_size, groups
+    )  # exact
     plan = step_plan(agent, batch, micro, mask, device)
     base = baselines(agent, old, rollout_logprobs, mask)
     agent.model.train()
@@ -139,7 +142,7 @@ def gradient_passes(
             [batch.prompts[i] for i in index],
             [batch.completions[i] for i in index],
             temperature=grpo.temperature or 1.0,
-            micro_batch_size=grpo.micro_batch_size,
+            micro_batch_size=len(index),  # one forward: the token budget that built it bounds its size
             **({"with_entropy": True} if agent.loss_spec.entropy_coef else {}),  # the bonus's gradient
         )
         width = current.logprobs.shape[1]

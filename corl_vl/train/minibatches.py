@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+from model_adapters.vision_sharing import distinct_prompts
 
 
 def mini_batches(rows: int, group_size: int, n: int) -> list[list[int]]:
@@ -66,37 +69,75 @@ def batch_rows(batch: Any, index: list[int]) -> Any:
 PADDING_TARGET = 0.1  # a micro-batch closes before its padded tokens pass this share of its computed ones
 
 
-def length_micro_batches(lengths: list[int], rows: list[int], size: int) -> list[list[int]]:
+def length_micro_batches(
+    lengths: list[int], rows: list[int], size: int, groups: Sequence[int] | None = None
+) -> list[list[int]]:
     """Rows ``rows`` cut into right-padded micro-batches by length (longest first), so little of what a forward
     computes is padding.
 
-    A micro-batch takes the next-longest rows while (a) it stays within the token budget of ``size`` rows of the
-    longest row (so no forward is larger than the largest one of ``size`` rows, which bounds memory as before)
-    and (b) its padding stays within ``PADDING_TARGET`` of its tokens. Long-tailed lengths then give a few more,
-    smaller forwards instead of padding short rows to the longest (TRL pads each micro-batch to its longest row;
-    verl removes padding altogether).
+    A micro-batch takes the next rows in :func:`bucket_order` while (a) it stays within the token budget of
+    ``size`` rows of the longest row (so no forward is larger than the largest one of ``size`` rows, which
+    bounds memory as before) and (b) its padding stays within ``PADDING_TARGET`` of its tokens. Long-tailed
+    lengths then give a few more, smaller forwards instead of padding short rows to the longest (TRL pads each
+    micro-batch to its longest row; verl removes padding altogether).
+
+    ``groups`` (per row, the problem whose picture it shares, -1 without one; :func:`sharing_groups`): a
+    picture is encoded once per micro-batch it appears in (:mod:`model_adapters.vision_sharing`), so a
+    problem's rows are kept next to each other instead of interleaved with other problems' rows of similar
+    length: a problem then spans consecutive micro-batches, and the pictures encoded are at most forwards +
+    problems - 1 instead of up to forwards × problems.
 
     Why this is exact: every loss is a sum over rows of terms that read only the row itself and whole-batch
     totals (the :class:`~corl_vl.train.grpo.Normalizer`; GSPO/GMPO's sequence ratio is the row's own), so any
-    partition of the rows gives the same loss and gradient. Ties keep the given (problem-major) order, so a
-    problem's rows stay together where their lengths allow. Longest first: the step's peak memory comes first.
+    partition of the rows gives the same loss and gradient.
     """
-    ordered = sorted(rows, key=lambda i: -lengths[i])  # stable: ties keep their order
+    ordered = bucket_order(lengths, rows, groups)
     budget = max(1, size) * max((lengths[i] for i in ordered), default=0)
     micro: list[list[int]] = []
-    real = 0
+    real = width = 0
     for i in ordered:
         if micro:
-            current = micro[-1]
-            width = lengths[current[0]]  # its longest row: the forward's width
-            computed = (len(current) + 1) * width
+            wider = max(width, lengths[i])  # the forward's width: its longest row
+            computed = (len(micro[-1]) + 1) * wider
             if computed <= budget and computed - (real + lengths[i]) <= PADDING_TARGET * computed:
-                current.append(i)
-                real += lengths[i]
+                micro[-1].append(i)
+                real, width = real + lengths[i], wider
                 continue
         micro.append([i])
-        real = lengths[i]
+        real = width = lengths[i]
     return micro
+
+
+def bucket_order(lengths: list[int], rows: list[int], groups: Sequence[int] | None = None) -> list[int]:
+    """The order micro-batches are filled in: longest first (stable: ties keep the given problem-major order);
+    with ``groups``, problem by problem (problems by their longest row, each problem's rows longest first;
+    rows of group -1 are problems of their own). Longest first: the step's peak memory comes first."""
+    if groups is None:
+        return sorted(rows, key=lambda i: -lengths[i])
+    buckets: dict[Any, list[int]] = {}
+    for i in rows:
+        buckets.setdefault(groups[i] if groups[i] >= 0 else ("row", i), []).append(i)
+    members = [sorted(b, key=lambda i: -lengths[i]) for b in buckets.values()]
+    members.sort(key=lambda b: -lengths[b[0]])
+    return [i for b in members for i in b]
+
+
+def sharing_groups(adapter: Any, prompts: Sequence[Any]) -> list[int] | None:
+    """Per row, the distinct picture set it shares (-1 without a picture) when ``adapter`` shares a problem's
+    vision pass (:mod:`model_adapters.vision_sharing`: ``share_vision_pass`` and the family's
+    ``image_feature_units``); None when it does not (text, or each row encodes its own picture)."""
+    if not getattr(adapter, "share_vision_pass", False) or not any(p.mm_inputs for p in prompts):
+        return None
+    firsts, owner = distinct_prompts(prompts)
+    if any(adapter.image_feature_units(prompts[i]) is None for i in firsts):
+        return None
+    return owner
+
+
+def pictures_encoded(groups: Sequence[int], micro_batches: list[list[int]]) -> int:
+    """Distinct picture sets summed over the micro-batches: the tower's encodings when each micro-batch encodes
+    each of its distinct pictures once (rows of group -1 have none)."""
+    return sum(len({groups[i] for i in mb} - {-1}) for mb in micro_batches)
 
 
 def row_lengths(prompts: list[Any], completions: list[list[int]]) -> list[int]:
@@ -112,11 +153,10 @@ def padding_tokens(lengths: list[int], micro_batches: list[list[int]]) -> tuple[
     return computed - real, computed
 
 
-def length_order(prompts: list[Any], completions: list[list[int]], size: int) -> tuple[list[int], list[int]]:
+def length_order(
+    prompts: list[Any], completions: list[list[int]], size: int, groups: Sequence[int] | None = None
+) -> tuple[list[int], list[int]]:
     """``(order, back)``: all rows in :func:`length_micro_batches` order, and the permutation that undoes it."""
-    order = [
-        i
-        for mb in length_micro_batches(row_lengths(prompts, completions), list(range(len(prompts))), size)
-        for i in mb
-    ]
+    lengths = row_lengths(prompts, completions)
+    order = [i for mb in length_micro_batches(lengths, list(range(len(prompts))), size, groups) for i in mb]
     return order, sorted(range(len(order)), key=order.__getitem__)
