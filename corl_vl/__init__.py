@@ -30,6 +30,7 @@ _EXPORTS = {
     "demo_config": "corl_vl.experiment",
     "pair_config": "corl_vl.config",
     "evaluate": "corl_vl.api",
+    "evaluate_protocol": "corl_vl.api",
     "fit": "corl_vl.train.loop",
     "Callback": "corl_vl.train.loop",
     "TrainingRun": "corl_vl.train.loop",

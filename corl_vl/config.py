@@ -120,7 +120,7 @@ class GrpoConfig:
     advantage: str = "grpo"  # grpo (std-scaled) | dr_grpo (centred only)
     importance_ratio_cap: float | None = None  # None → the adapter's default; 0 → no IS correction
     # the policy loss and the rest of the loss menu (docs/training.md "Trainer controls"); each off by default
-    policy_loss: str = "ppo_clip"  # ppo_clip | gspo | cispo | sapo | gmpo (corl_vl/train/policy_losses.py)
+    policy_loss: str = "ppo_clip"  # ppo_clip | gspo | cispo | sapo | gmpo (corl_vl/losses/policy_losses.py)
     sapo_tau_pos: float = 1.0  # SAPO's gate temperatures for positive / negative advantages
     sapo_tau_neg: float = 1.05
     # None → the family's (token_tis at its cap); none | token_tis | token_mask | seq_tis | seq_mask | geo_mask,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from corl_vl.errors import CorlError
@@ -184,3 +184,38 @@ def check_config(cfg: Any, bad: Bad) -> None:
     """All config-time checks of this module: agent names, then every number."""
     check_names([a.name for a in cfg.agents], "agents", bad)
     check_values(cfg, bad)
+
+
+# agents[i].devices: here, not in train/device_placement.py (which places them), so the config checks need no
+# trainer module
+DEVICE_NAME = re.compile(r"cpu|cuda(?::(\d+))?")
+
+
+def normalise_device(name: str) -> str | None:
+    """``cpu`` or ``cuda:N`` (``cuda`` is ``cuda:0``); None for anything else."""
+    match = DEVICE_NAME.fullmatch(str(name).strip())
+    if match is None:
+        return None
+    if name.strip() == "cpu":
+        return "cpu"
+    return f"cuda:{match.group(1) or 0}"
+
+
+def check_device_names(agents: Sequence[Any], bad: Any) -> None:
+    """Config-time check of ``agents[i].devices``: a non-empty list of device names, not mixing cpu and cuda."""
+    for i, agent in enumerate(agents):
+        if agent.devices is None:
+            continue
+        key = f"agents.{i}.devices"
+        if not agent.devices:
+            raise bad(
+                key, "an empty list; leave it out to have the agent placed, or name a device like cuda:0"
+            )
+        names = [normalise_device(d) for d in agent.devices]
+        for raw, name in zip(agent.devices, names):
+            if name is None:
+                raise bad(key, f"'{raw}' is not a device name; use cpu, cuda or cuda:N")
+        if "cpu" in names and len(names) > 1:
+            raise bad(key, "cpu cannot be part of a block of devices; name cpu alone or only cuda:N devices")
+        if len(set(names)) != len(names):
+            raise bad(key, f"names a device twice: {agent.devices}")

@@ -1,8 +1,8 @@
 """Config checks of the loss menu (``grpo.policy_loss``, ``grpo.rollout_correction``, KL, entropy, overlong), in one
 line each, before models load.
 
-Why a module of its own: these rules read the loss tables (:mod:`corl_vl.train.policy_losses`,
-:mod:`corl_vl.train.rollout_correction`, :mod:`corl_vl.train.objectives`, none of which imports torch), and one of
+Why a module of its own: these rules read the loss tables (:mod:`corl_vl.losses.policy_losses`,
+:mod:`corl_vl.losses.rollout_correction`, :mod:`corl_vl.losses.objectives`, none of which imports torch), and one of
 them — no rollout correction with nucleus sampling — is a rule about the rollout as much as the loss.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from corl_vl.config_checks import Bad
-from corl_vl.train.objectives import KL_ESTIMATORS, KL_PLACEMENTS
-from corl_vl.train.policy_losses import POLICY_LOSSES
-from corl_vl.train.rollout_correction import CORRECTIONS, MODES
+from corl_vl.losses.objectives import KL_ESTIMATORS, KL_PLACEMENTS
+from corl_vl.losses.policy_losses import POLICY_LOSSES
+from corl_vl.losses.rollout_correction import CORRECTIONS, MODES
 
 # why a correction refuses a truncated sampler (docs/training.md, "Policy losses and rollout corrections")
 TOP_P_WHY = (

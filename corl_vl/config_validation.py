@@ -11,7 +11,7 @@ import dataclasses
 import datetime
 from typing import Any
 
-from corl_vl.config_checks import check_config, check_mapping
+from corl_vl.config_checks import check_config, check_device_names, check_mapping
 from corl_vl.errors import CorlError
 
 # name-valued keys whose choices no implementation table owns (the others are read from their tables)
@@ -43,7 +43,7 @@ def finalize(cfg: Any, source: str) -> Any:
             agent.name = agent.model.rstrip("/").split("/")[-1]
         check_template_date(agent, f"agents.{i}", bad)
     check_config(cfg, bad)  # names that become paths, every number finite and in range
-    check_devices(cfg.agents, bad)  # agents[i].devices: cpu, cuda or cuda:N (visibility: at placement)
+    check_device_names(cfg.agents, bad)  # agents[i].devices: cpu, cuda or cuda:N (visibility: at placement)
     names = cfg.agent_names()
     if len(set(names)) != len(names):
         raise bad("agents", f"agent names must be unique, got {names}")
@@ -70,12 +70,6 @@ def finalize(cfg: Any, source: str) -> Any:
     return cfg
 
 
-def check_devices(agents: Any, bad: Any) -> None:
-    from corl_vl.train.device_placement import check_device_names  # lazy: upward (train imports the config)
-
-    check_device_names(agents, bad)
-
-
 def check_topology(cfg: Any, bad: Any) -> None:
     """The supervision graph a peer reward needs (every agent supervised, names known), built as the cohort builds
     it, so a graph that leaves an agent alone is refused here, not after the models load."""
@@ -92,15 +86,15 @@ def check_topology(cfg: Any, bad: Any) -> None:
 
 def check_choices(cfg: Any, bad: Any) -> None:
     """Every name-valued key against the table that implements it (imported here, see the module top)."""
-    # lazy: config-path, numpy, upward (train imports the config)
+    # lazy: config-path, numpy
     from corl_vl.answers.voting import TIE_POLICIES
     from corl_vl.config_loss import check_loss_menu
+    from corl_vl.losses.objectives import ADVANTAGES, GROUP_NORMALISED, LOSS_TYPES
     from corl_vl.rewards.combine import parse_combine
     from corl_vl.rewards.registry import get_reward, load_reward_module, reward_names
     from corl_vl.rewards.reliability import WEIGHTINGS
     from corl_vl.rewards.topology import TOPOLOGIES
     from corl_vl.rollout import ENGINES
-    from corl_vl.train.objectives import ADVANTAGES, GROUP_NORMALISED, LOSS_TYPES
 
     check_loss_menu(cfg, bad)  # policy loss, rollout correction, KL, entropy, overlong
     if cfg.reward.module:  # trusted code, imported now so that reward.name and reward.combine may name it

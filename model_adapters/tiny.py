@@ -25,7 +25,7 @@ from corl_vl.errors import CorlError
 from corl_vl.paths import cache_dir
 
 from .presets import all_presets
-from .tiny_tokenizer import SPECS, TokenizerSpec, build_tokenizer, token_ids
+from .tiny_tokenizer import TokenizerSpec, build_tokenizer, token_ids
 from .vllm_layout import apply_to_folder
 
 _BUILD_LOCK = threading.Lock()
@@ -43,14 +43,8 @@ VISION_HEADS = 2
 VISION_LAYERS = 2
 
 
-def tokenizer_spec(family: str | TokenizerSpec) -> TokenizerSpec:
-    """A shipped tokenizer family's spec by name, or a family's own spec (a new family need not edit SPECS)."""
-    return family if isinstance(family, TokenizerSpec) else SPECS[family]
-
-
-def text_common(tok: Any, family: str | TokenizerSpec) -> dict[str, Any]:
+def text_common(tok: Any, spec: TokenizerSpec) -> dict[str, Any]:
     """Vocabulary size and the explicit bos/eos/pad ids every text config gets."""
-    spec = tokenizer_spec(family)
     pad_id, eos_id = token_ids(tok, [spec.pad, spec.eos])
     # Families whose tokenizer has no BOS (Qwen) still name one in their config: <|endoftext|>, like the hub's.
     bos_id = token_ids(tok, [spec.bos or spec.pad])[0]
@@ -75,9 +69,7 @@ class TinyRecipe:
     """How to build one tiny checkpoint of a family (declared in ``model_adapters/<family>/tiny.py``)."""
 
     name: str  # the preset name, e.g. "tiny-qwen2.5-vl" (also the cache folder's stem)
-    tokenizer: (
-        str | TokenizerSpec
-    )  # a shipped tokenizer family (tiny_tokenizer.SPECS) or the family's own spec
+    tokenizer: TokenizerSpec  # the family's own (declared beside the recipe; tiny_tokenizer builds it)
     build: Callable[[Any], tuple[Any, Callable[[], Any] | None]]  # tok → (config, processor factory or None)
     auto_class: str = "AutoModelForImageTextToText"
     post_init: Callable[[Any], None] | None = None  # family fix after random init (inside the seeded block)
@@ -150,11 +142,10 @@ def build_tiny(name: str | TinyRecipe, out_dir: str | Path, *, seed: int = 0) ->
     return out
 
 
-def generation_config(tok: Any, family: str | TokenizerSpec, config: Any) -> Any:
+def generation_config(tok: Any, spec: TokenizerSpec, config: Any) -> Any:
     """The generation config of a zoo (or full-size) folder: the family's stop tokens, the config's bos/pad."""
     from transformers import GenerationConfig  # lazy: transformers (only when a folder is written)
 
-    spec = tokenizer_spec(family)
     text = getattr(config, "text_config", config)
     return GenerationConfig(
         bos_token_id=text.bos_token_id,

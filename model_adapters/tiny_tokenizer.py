@@ -1,10 +1,12 @@
-"""Locally trained tokenizers and chat templates for the tiny model zoo.
+"""Locally trained tokenizers for the tiny model zoo: the builder; each family's spec lives in its folder.
 
 No model hub is reachable here, yet adapters, rollout engines and graders must see the *same* token-level
 behaviour as the real families: the same special tokens, the same chat-template layout (where BOS comes from,
 how images are spliced in, which token ends a turn). So each family gets a byte-level BPE trained with
 ``tokenizers`` on a small built-in corpus (English plus math: digits, ``\\boxed{}``, ``\\frac``), its real
-special tokens, and a chat template written to produce the real family's prompt format.
+special tokens, and a chat template written to produce the real family's prompt format. Those two are the
+family's :class:`TokenizerSpec`, declared beside its tiny recipe (``model_adapters/<family>/tiny.py``), so a new
+family — built in or a plug-in — brings its own and never edits this module.
 
 The tokenizer never depends on the model seed: two agents of one family built with different seeds share it.
 """
@@ -20,128 +22,6 @@ VOCAB_SIZE = (
     4096  # cap for the BPE vocabulary; the built-in corpus yields ≈ 1,670 tokens incl. bytes and specials
 )
 
-# ---------------------------------------------------------------------------------------------------------------
-# Chat templates (Jinja). Written for each family's published prompt layout; content may be a string or a list of
-# {"type": "image"} / {"type": "text", "text": ...} parts, as processors' apply_chat_template expects.
-# ---------------------------------------------------------------------------------------------------------------
-
-_QWEN_VL_TEMPLATE = (
-    "{% set image_count = namespace(value=0) %}"
-    "{% for message in messages %}"
-    "{% if loop.first and message['role'] != 'system' %}"
-    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
-    "{% endif %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] == 'image' or 'image' in part or 'image_url' in part %}"
-    "{% set image_count.value = image_count.value + 1 %}"
-    "{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}"
-    "<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif part['type'] == 'video' or 'video' in part %}<|vision_start|><|video_pad|><|vision_end|>"
-    "{% elif 'text' in part %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}<|im_end|>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-_QWEN3_VL_TEMPLATE = (  # Qwen3-VL instruct: as Qwen2.5-VL's layout but no default system turn
-    "{% set image_count = namespace(value=0) %}"
-    "{% for message in messages %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] == 'image' or 'image' in part or 'image_url' in part %}"
-    "{% set image_count.value = image_count.value + 1 %}"
-    "{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}"
-    "<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif part['type'] == 'video' or 'video' in part %}<|vision_start|><|video_pad|><|vision_end|>"
-    "{% elif 'text' in part %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}<|im_end|>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-_CHATML_TEMPLATE = (  # Qwen2.5 text: ChatML with the default system turn
-    "{% for message in messages %}"
-    "{% if loop.first and message['role'] != 'system' %}"
-    "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
-    "{% endif %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}{% if 'text' in part %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}<|im_end|>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-_QWEN3_TEMPLATE = (  # Qwen3: ChatML, no default system turn, empty think block when thinking is switched off
-    "{% for message in messages %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}{% if 'text' in part %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}<|im_end|>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n"
-    "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}"
-    "{% endif %}"
-)
-
-_INTERNVL_TEMPLATE = (  # InternVL HF format: ChatML; the processor expands <IMG_CONTEXT> into <img>…</img>
-    "{% for message in messages %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] == 'image' %}<IMG_CONTEXT>\n"
-    "{% elif part['type'] == 'video' %}<video>\n"
-    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}<|im_end|>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-_GEMMA3_TEMPLATE = (  # Gemma-3: BOS in the template, system text folded into the first user turn, role "model"
-    "{{ bos_token }}"
-    "{% if messages[0]['role'] == 'system' %}"
-    "{% if messages[0]['content'] is string %}{% set first_prefix = messages[0]['content'] + '\n\n' %}"
-    "{% else %}{% set first_prefix = messages[0]['content'][0]['text'] + '\n\n' %}{% endif %}"
-    "{% set loop_messages = messages[1:] %}"
-    "{% else %}{% set first_prefix = '' %}{% set loop_messages = messages %}{% endif %}"
-    "{% for message in loop_messages %}"
-    "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
-    "<start_of_turn>{{ role }}\n{{ first_prefix if loop.first else '' }}"
-    "{% if message['content'] is string %}{{ message['content'] | trim }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] == 'image' %}<start_of_image>"
-    "{% elif part['type'] == 'text' %}{{ part['text'] | trim }}{% endif %}"
-    "{% endfor %}{% endif %}<end_of_turn>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
-)
-
-_LLAMA3_TEMPLATE = (  # Llama-3.2 instruct: BOS, a dated default system block, header blocks, <|eot_id|> ends a turn
-    "{{ bos_token }}"
-    "{% if date_string is not defined %}"
-    "{% if strftime_now is defined %}{% set date_string = strftime_now('%d %b %Y') %}"
-    "{% else %}{% set date_string = '26 Jul 2024' %}{% endif %}"
-    "{% endif %}"
-    "{% if messages[0]['role'] == 'system' %}"
-    "{% if messages[0]['content'] is string %}{% set system_message = messages[0]['content'] | trim %}"
-    "{% else %}{% set system_message = messages[0]['content'][0]['text'] | trim %}{% endif %}"
-    "{% set messages = messages[1:] %}"
-    "{% else %}{% set system_message = '' %}{% endif %}"
-    "<|start_header_id|>system<|end_header_id|>\n\n"
-    "Cutting Knowledge Date: December 2023\nToday Date: {{ date_string }}\n\n"
-    "{{ system_message }}<|eot_id|>"
-    "{% for message in messages %}"
-    "<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
-    "{% if message['content'] is string %}{{ message['content'] | trim }}"
-    "{% else %}{% for part in message['content'] %}{% if 'text' in part %}{{ part['text'] | trim }}{% endif %}"
-    "{% endfor %}{% endif %}<|eot_id|>"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
-)
-
 
 @dataclass(frozen=True)
 class TokenizerSpec:
@@ -151,7 +31,9 @@ class TokenizerSpec:
     bos: str | None  # tokenizer's bos_token (None: the family's tokenizer has none, e.g. Qwen)
     eos: str  # end of an assistant turn (instruct eos)
     pad: str
-    chat_template: str
+    chat_template: (
+        str  # Jinja; content is a string or a list of {"type": "image"} / {"type": "text", …} parts
+    )
     named: dict[str, str] = field(
         default_factory=dict
     )  # tokenizer attributes processors read (image_token …)
@@ -159,108 +41,6 @@ class TokenizerSpec:
     add_bos: bool = False  # encoding prepends bos (Gemma, Llama) — the source of the double-BOS trap
     unk: str | None = None
     generation_eos: tuple[str, ...] = ()  # every token that ends generation (generation_config.eos_token_id)
-
-
-_QWEN_BASE = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-_QWEN_VISION = ("<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>")
-
-SPECS: dict[str, TokenizerSpec] = {
-    "qwen2_5_vl": TokenizerSpec(
-        specials=_QWEN_BASE + _QWEN_VISION,
-        bos=None,
-        eos="<|im_end|>",
-        pad="<|endoftext|>",
-        chat_template=_QWEN_VL_TEMPLATE,
-        named={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"},
-        generation_eos=("<|im_end|>", "<|endoftext|>"),
-    ),
-    "qwen3_vl": TokenizerSpec(
-        specials=_QWEN_BASE + _QWEN_VISION,
-        bos=None,
-        eos="<|im_end|>",
-        pad="<|endoftext|>",
-        chat_template=_QWEN3_VL_TEMPLATE,
-        named={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"},
-        plain_added=("<think>", "</think>"),
-        generation_eos=("<|im_end|>", "<|endoftext|>"),
-    ),
-    "qwen2": TokenizerSpec(
-        specials=_QWEN_BASE,
-        bos=None,
-        eos="<|im_end|>",
-        pad="<|endoftext|>",
-        chat_template=_CHATML_TEMPLATE,
-        generation_eos=("<|im_end|>", "<|endoftext|>"),
-    ),
-    "qwen3": TokenizerSpec(
-        specials=_QWEN_BASE,
-        bos=None,
-        eos="<|im_end|>",
-        pad="<|endoftext|>",
-        chat_template=_QWEN3_TEMPLATE,
-        plain_added=("<think>", "</think>"),
-        generation_eos=("<|im_end|>", "<|endoftext|>"),
-    ),
-    "internvl": TokenizerSpec(
-        specials=(*_QWEN_BASE, "<img>", "</img>", "<IMG_CONTEXT>", "<video>"),
-        bos=None,
-        eos="<|im_end|>",
-        pad="<|endoftext|>",
-        chat_template=_INTERNVL_TEMPLATE,
-        named={
-            "start_image_token": "<img>",
-            "end_image_token": "</img>",
-            "context_image_token": "<IMG_CONTEXT>",
-            "video_token": "<video>",
-        },
-        plain_added=("<think>", "</think>"),
-        generation_eos=("<|im_end|>", "<|endoftext|>"),
-    ),
-    "gemma3": TokenizerSpec(
-        specials=(
-            "<pad>",
-            "<eos>",
-            "<bos>",
-            "<unk>",
-            "<start_of_turn>",
-            "<end_of_turn>",
-            "<start_of_image>",
-            "<end_of_image>",
-            "<image_soft_token>",
-        ),
-        bos="<bos>",
-        eos="<eos>",
-        pad="<pad>",
-        unk="<unk>",
-        chat_template=_GEMMA3_TEMPLATE,
-        named={
-            "boi_token": "<start_of_image>",
-            "eoi_token": "<end_of_image>",
-            "image_token": "<image_soft_token>",
-        },
-        # vLLM's Gemma-3 processor looks these strings up in the vocabulary (as SentencePiece has them)
-        plain_added=("\n", "\n\n", "\n\n\n", "\n\n\n\n"),
-        add_bos=True,
-        generation_eos=("<eos>", "<end_of_turn>"),
-    ),
-    "llama3": TokenizerSpec(
-        specials=(
-            "<|begin_of_text|>",
-            "<|end_of_text|>",
-            "<|start_header_id|>",
-            "<|end_header_id|>",
-            "<|eot_id|>",
-            "<|eom_id|>",
-            "<|finetune_right_pad_id|>",
-        ),
-        bos="<|begin_of_text|>",
-        eos="<|eot_id|>",
-        pad="<|finetune_right_pad_id|>",
-        chat_template=_LLAMA3_TEMPLATE,
-        add_bos=True,
-        generation_eos=("<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"),
-    ),
-}
 
 
 _WORDS = (
@@ -330,15 +110,11 @@ def _corpus() -> list[str]:
     return lines
 
 
-def build_tokenizer(family: str | TokenizerSpec):  # -> transformers.PreTrainedTokenizerFast
-    """Train a byte-level BPE on the built-in corpus and wrap it as a transformers tokenizer.
-
-    ``family`` names a spec of :data:`SPECS`, or is a :class:`TokenizerSpec` itself: how an adapter plugin gives
-    its tiny test checkpoint a tokenizer of its own family without adding to this module.
-    """
+def build_tokenizer(spec: TokenizerSpec):  # -> transformers.PreTrainedTokenizerFast
+    """Train a byte-level BPE on the built-in corpus and wrap it as a transformers tokenizer of the family that
+    ``spec`` describes (its special tokens, chat template, bos/eos/pad)."""
     from transformers import PreTrainedTokenizerFast  # lazy: transformers
 
-    spec = family if isinstance(family, TokenizerSpec) else SPECS[family]
     tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
     # Digits one by one, as Qwen/Llama-3 do: keeps arithmetic tokenisation regular.
     tok.pre_tokenizer = pre_tokenizers.Sequence(
@@ -381,7 +157,7 @@ def build_tokenizer(family: str | TokenizerSpec):  # -> transformers.PreTrainedT
 
 
 def token_ids(tokenizer, tokens: tuple[str, ...] | list[str]) -> list[int]:
-    """Ids of tokens that must exist (a missing one is a bug in SPECS, caught at build time)."""
+    """Ids of tokens that must exist (a missing one is a bug in the family's spec, caught at build time)."""
     ids = [tokenizer.convert_tokens_to_ids(t) for t in tokens]
     missing = [t for t, i in zip(tokens, ids, strict=True) if i is None or i == tokenizer.unk_token_id]
     if missing:

@@ -3,10 +3,14 @@ plugin's own tiny checkpoint, and a tiny tokenizer from a family spec that corl-
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
-from model_adapters import ModelAdapter, create_adapter, list_adapters
-from model_adapters.tiny_tokenizer import SPECS, TokenizerSpec, build_tokenizer, token_ids
+from model_adapters import ModelAdapter, create_adapter, list_adapters, tiny_tokenizer
+from model_adapters.tiny import tiny_recipes
+from model_adapters.tiny_tokenizer import TokenizerSpec, build_tokenizer, token_ids
 
 
 @pytest.mark.parametrize(
@@ -47,7 +51,7 @@ def test_build_tokenizer_takes_a_spec_of_a_family_corl_vl_does_not_ship():
         chat_template="{% for m in messages %}<turn>{{ m['content'] }}<end_turn>{% endfor %}",
         named={"image_token": "<picture>"},
     )
-    assert "<picture>" not in {t for s in SPECS.values() for t in s.specials}
+    assert "<picture>" not in {t for r in tiny_recipes().values() for t in r.tokenizer.specials}
     tok = build_tokenizer(spec)
     picture, end = token_ids(tok, ["<picture>", "<end_turn>"])
     assert tok.image_token == "<picture>" and tok.eos_token_id == end
@@ -55,3 +59,14 @@ def test_build_tokenizer_takes_a_spec_of_a_family_corl_vl_does_not_ship():
     assert (
         tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False) == "<turn>hi<end_turn>"
     )
+
+
+def test_each_built_in_family_declares_its_tokenizer_in_its_own_folder():
+    """Adding a family never edits the shared builder: every tiny recipe's spec is a name in its family's
+    ``tiny.py``, and model_adapters/tiny_tokenizer.py names none of their special tokens."""
+    shared = Path(tiny_tokenizer.__file__).read_text()
+    for name, recipe in tiny_recipes().items():
+        family = sys.modules[recipe.build.__module__]
+        assert any(value is recipe.tokenizer for value in vars(family).values()), name
+        assert family.__name__.startswith("model_adapters.") and family.__name__.endswith(".tiny"), name
+        assert [t for t in recipe.tokenizer.specials if t in shared] == [], name

@@ -137,7 +137,7 @@ def test_eval_and_diagnose_with_vllm_on_a_run(vlm_and_text_run, fixtures_dir, tm
     ]
     assert main(argv) == 0, capsys.readouterr().err
 
-    from corl_vl.data.rephrase import rephrase
+    from corl_vl.eval.rephrase import rephrase
 
     problems = [to_text_problem(p) for p in generate_problems(1, seed=5)]
     assert len(rephrase(problems, str(latest / "text"), engine="vllm", max_new_tokens=4).problems) == 1

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from corl_vl.config import config_from_dict
+from corl_vl.config_checks import normalise_device
 from corl_vl.errors import CorlError
-from corl_vl.train.device_placement import normalise_device, place_agents
+from corl_vl.train.device_placement import place_agents
 
 GPUS4 = ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]
 

@@ -25,8 +25,8 @@ import torch
 from safetensors.torch import load_file
 from test_distributed import _launch
 
+from corl_vl.checkpoint_layout import point_latest
 from corl_vl.errors import CorlError
-from corl_vl.train.checkpoint_layout import point_latest
 
 TESTS = Path(__file__).resolve().parent
 ZERO = TESTS.parent / "configs" / "deepspeed"

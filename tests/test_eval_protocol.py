@@ -10,9 +10,9 @@ import shutil
 import pytest
 from test_checkpoint import _builder, _config
 
+from corl_vl import evaluate_protocol
 from corl_vl.cli import main
 from corl_vl.errors import CorlError
-from corl_vl.eval import evaluate_protocol
 from corl_vl.eval.protocol import CO_RL, get_protocol
 from corl_vl.recipe import train
 

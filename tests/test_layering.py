@@ -199,6 +199,44 @@ def test_no_module_cycle_counting_imports_inside_functions():
     assert cycles(module_graph()) == []
 
 
+def package_graph(modules: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph folded onto packages (:func:`_node`: each subpackage of corl_vl, each top-level module of
+    corl_vl, and model_adapters with its family folders as one), so deferred imports count here too."""
+    graph: dict[str, set[str]] = {}
+    for module, targets in modules.items():
+        source = _node(module)
+        for target in map(_node, targets):
+            if source is not None and target is not None and target != source:
+                graph.setdefault(source, set()).add(target)
+    return graph
+
+
+def test_package_graph_catches_a_cycle_through_an_import_inside_a_function():
+    """Worked examples: modules fold onto their packages, and a deferred import that points back up closes a
+    package cycle although no module cycle exists (here: ``data.rephrase`` calling ``eval.generate`` inside a
+    function, the import this layering removed)."""
+    folded = package_graph(
+        {"corl_vl.a.x": {"corl_vl.b.y"}, "corl_vl.b.z": {"corl_vl.a.w"}, "corl_vl.b.y": set()}
+    )
+    assert folded == {"corl_vl.a": {"corl_vl.b"}, "corl_vl.b": {"corl_vl.a"}}
+    assert cycles(folded) == [["corl_vl.a", "corl_vl.b"]]
+    modules = module_graph()
+    assert "corl_vl.data" in package_graph(modules)["corl_vl.eval"]  # eval reads Problem records
+    injected = {
+        **modules,
+        "corl_vl.data.rephrase": {*modules["corl_vl.data.rephrase"], "corl_vl.eval.generate"},
+    }
+    assert cycles(injected) == []  # no module cycle …
+    assert any(
+        {"corl_vl.data", "corl_vl.eval"} <= set(c) for c in cycles(package_graph(injected))
+    )  # … a package one
+
+
+def test_no_package_cycle_counting_imports_inside_functions():
+    found = cycles(package_graph(module_graph()))
+    assert found == [], "move the shared piece below both packages (docs/architecture.md, Layering)"
+
+
 def test_model_adapters_imports_inside_functions_only_heavy_dependencies():
     """A function-level import in model_adapters/ exists to keep torch, transformers or vLLM off a light path."""
     light = []
@@ -241,7 +279,6 @@ LAZY_REASONS = {
     *{"torch", "torchvision", "transformers", "vllm", "wandb"},
     "config-path",  # keeps `import corl_vl.config` at a few modules (test above)
     "cli-help",  # keeps `corl-vl --help` from loading what one command needs
-    "upward",  # a lower layer calling a higher one that imports it at import time
 }
 
 

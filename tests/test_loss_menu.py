@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
+from corl_vl.losses.rollout_correction import resolve_correction
 from corl_vl.train.grpo import LossSpec, importance_weights, policy_loss
 from corl_vl.train.reward_shaping import overlong_penalty
-from corl_vl.train.rollout_correction import resolve_correction
 
 LN = math.log
 

@@ -9,8 +9,9 @@ from hub_standins import write_math, write_mmr1, write_open_r1
 from PIL import Image
 
 from corl_vl.cli import main
+from corl_vl.cli.train import pair_data_defaults
 from corl_vl.config import load_config
-from corl_vl.data.dataset_recipes import RECIPES, get_recipe, pair_data_defaults
+from corl_vl.data.dataset_recipes import RECIPES, get_recipe
 from corl_vl.data.datasets import load_problems
 from corl_vl.data.hub import HubRef, parse_hub_id
 from corl_vl.errors import CorlError

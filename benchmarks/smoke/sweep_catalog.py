@@ -218,13 +218,13 @@ def warm_start_keys() -> list[tuple[str, Any, Any]]:
 def registry_choices() -> dict[str, Callable[[], list[str]]]:
     """Keys whose values are a registry's names, read from the registry itself."""
     from corl_vl.answers.voting import TIE_POLICIES
+    from corl_vl.losses.objectives import ADVANTAGES, KL_ESTIMATORS, KL_PLACEMENTS, LOSS_TYPES
+    from corl_vl.losses.policy_losses import POLICY_LOSSES
+    from corl_vl.losses.rollout_correction import MODES
     from corl_vl.rewards.registry import reward_names
     from corl_vl.rewards.reliability import WEIGHTINGS
     from corl_vl.rewards.topology import TOPOLOGIES
     from corl_vl.rollout import ENGINES
-    from corl_vl.train.objectives import ADVANTAGES, KL_ESTIMATORS, KL_PLACEMENTS, LOSS_TYPES
-    from corl_vl.train.policy_losses import POLICY_LOSSES
-    from corl_vl.train.rollout_correction import MODES
     from model_adapters.presets import all_presets
     from model_adapters.registry import list_adapters
 

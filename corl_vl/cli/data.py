@@ -113,7 +113,8 @@ def _register_rephrase(actions: argparse._SubParsersAction) -> None:
 def run_rephrase(args: argparse.Namespace) -> int:
     # lazy: PIL, cli-help
     from corl_vl.data.datasets import load_problems
-    from corl_vl.data.rephrase import rephrase, write_view
+    from corl_vl.data.rephrase import write_view
+    from corl_vl.eval.rephrase import rephrase
 
     overwrite = args.overwrite
     if args.out.suffix != ".jsonl":  # a dataset folder: never `.`, a file or a folder of other files

@@ -29,7 +29,6 @@ __all__ = [
     "Recipe",
     "get_recipe",
     "load_recipe_rows",
-    "pair_data_defaults",
     "prepare",
     "split_recipe_name",
 ]
@@ -91,48 +90,6 @@ RECIPES: dict[str, Recipe] = {
 
 # What `corl-vl train --pair` trains on when no data.train is given: the paper's data for each modality.
 DEFAULT_RECIPE = {"vision": "mmr1-math", "text": "math-l3-5"}
-
-
-def pair_data_defaults(models: list[str], overrides: list[str]) -> tuple[list[str], str | None]:
-    """``overrides`` completed with the data a ``--pair`` cohort trains on, and a line saying what was chosen.
-
-    Real models train on the paper's data for their modality: ``mmr1-math`` when every agent sees images,
-    ``math-l3-5`` when any is text-only. Tiny random presets (tests, CPU) default to synthetic visual math and
-    16-token rollouts: their answers are a few tokens, and a 512-token budget only makes each step slow. The
-    user's own ``--set`` values always win.
-    """
-    # lazy: PIL, numpy, tokenizers
-    from model_adapters.presets import all_presets
-    from model_adapters.registry import get_adapter_class, resolve_model
-
-    given = {item.partition("=")[0].strip() for item in overrides}
-    presets = [all_presets().get(m) for m in models]
-    chosen: list[str] = []
-    if all(p is not None and p.tiny for p in presets):
-        if "grpo.max_new_tokens" not in given:
-            chosen.append("grpo.max_new_tokens=16")
-        if "train.lr" not in given:  # the demo's: the paper's 1e-6 barely moves a tiny random-width model
-            chosen.append("train.lr=2e-4")
-        if "data.train" not in given:
-            chosen.append("data.train=synthetic")
-        note = f"--pair: tiny presets → {', '.join(chosen)} (--set to change)" if chosen else None
-        return [*chosen, *overrides], note
-    if "data.train" in given:
-        return list(overrides), None
-    vision = True
-    for model, preset in zip(models, presets):
-        try:
-            name = preset.adapter if preset is not None else resolve_model(model)[0]
-        except CorlError:
-            continue  # unknown family here: decided by the others (the cohort reports a bad model later)
-        vision = vision and get_adapter_class(name).supports_images
-    recipe = RECIPES[DEFAULT_RECIPE["vision" if vision else "text"]]
-    kind = "every agent sees images" if vision else "a text-only agent"
-    note = (
-        f"--pair: {kind} → data.train={recipe.name} ({recipe.hub_id}, {recipe.keep_description}); "
-        "override with --set data.train=..."
-    )
-    return [f"data.train={recipe.name}", *overrides], note
 
 
 def split_recipe_name(text: str) -> tuple[str, str | None]:

@@ -8,9 +8,11 @@ rewrites that are obviously broken — empty, cut at the token limit, far too lo
 original states — by the original question, counting each case. The guard is a filter for gross failures, not
 a proof that a rewrite preserves the answer: a rewrite can keep every number and still change the problem.
 
-Generation goes through the same adapters and rollout engines as training and evaluation
-(:class:`corl_vl.eval.generate.Generator`), with the adapter's answer instruction switched off: the rewrite
-prompt asks for a problem, not a solution.
+Generation goes through the same adapters and rollout engines as training and evaluation: this module holds the
+guard, the loop over a rollout engine and the writer; :func:`corl_vl.eval.rephrase.rephrase` opens the model
+(:class:`corl_vl.eval.generate.Generator`, with the adapter's answer instruction switched off: the rewrite prompt
+asks for a problem, not a solution). Opening a model needs ``corl_vl.eval``, which imports this package, hence
+the split.
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.io import atomic_dir, write_jsonl_atomic
 
-__all__ = ["REWRITE_PROMPT", "RephraseResult", "check_rewrite", "numbers_in", "rephrase", "write_view"]
+__all__ = [
+    "REWRITE_PROMPT",
+    "RephraseResult",
+    "check_rewrite",
+    "check_settings",
+    "numbers_in",
+    "rephrase_with",
+    "write_view",
+]
 
 REWRITE_PROMPT = (
     "Rewrite the following math problem in different words, for example as a short concrete scenario. "
@@ -83,43 +93,35 @@ def _request(problem: Problem) -> Problem:
     return Problem(id=problem.id, question=REWRITE_PROMPT.format(question=problem.question.strip()))
 
 
-def rephrase(
-    problems: Sequence[Problem],
-    model: str,
-    *,
-    adapter: str | None = None,
-    engine: str = "hf",
-    max_new_tokens: int = 512,
-    temperature: float = 0.0,
-    seed: int = 0,
-    batch_size: int = 8,
-    device: str = "cpu",
-) -> RephraseResult:
-    """Rewrite each problem's question with ``model`` (greedy by default); everything else is kept.
-
-    A rejected rewrite (see :func:`check_rewrite`) is replaced by the original question and counted in
-    ``replaced``; ``meta["rephrase"]`` records ``ok`` or the reason on every row.
-    """
-    from corl_vl.eval.generate import Generator  # lazy: upward (corl_vl.eval imports corl_vl.data)
-
+def check_settings(max_new_tokens: int, temperature: float, batch_size: int) -> None:
+    """The decoding settings a rewrite accepts (one line naming them otherwise)."""
     if max_new_tokens < 1 or temperature < 0 or batch_size < 1:
         raise CorlError(
             f"rephrase: bad settings max_new_tokens={max_new_tokens}, temperature={temperature}, "
             f"batch_size={batch_size}"
         )
-    with Generator(
-        model, adapter=adapter, engine=engine, device=device, batch_size=batch_size, answer_format="none"
-    ) as gen:
-        return _rephrase_with(gen, problems, max_new_tokens, temperature, seed, batch_size)
 
 
-def _rephrase_with(
-    gen: Any, problems: Sequence[Problem], max_new_tokens: int, temperature: float, seed: int, batch_size: int
+def rephrase_with(
+    engine: Any,
+    problems: Sequence[Problem],
+    *,
+    max_new_tokens: int = 512,
+    temperature: float = 0.0,
+    seed: int = 0,
+    batch_size: int = 8,
 ) -> RephraseResult:
+    """Rewrite each problem's question with a rollout ``engine`` (anything with the engines' ``generate``);
+    everything else is kept. A rejected rewrite (see :func:`check_rewrite`) is replaced by the original question
+    and counted in ``replaced``; ``meta["rephrase"]`` records ``ok`` or the reason on every row.
+
+    :func:`corl_vl.eval.rephrase.rephrase` opens the engine from a model name and calls this.
+    """
+    check_settings(max_new_tokens, temperature, batch_size)
     result = RephraseResult(problems=[])
     for start in range(0, len(problems), batch_size):
         chunk = list(problems[start : start + batch_size])
-        rollouts = gen.engine.generate(
+        rollouts = engine.generate(
             [_request(p) for p in chunk],
             k=1,
             temperature=temperature,

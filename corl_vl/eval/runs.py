@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from corl_vl.checkpoint_layout import latest_checkpoint, read_meta
 from corl_vl.errors import CorlError
 from corl_vl.typed_yaml import load_yaml
 
@@ -34,9 +35,6 @@ def is_run_dir(path: str | Path) -> bool:
 
 
 def _checkpoint(run: Path, step: int | None) -> Path:
-    # lazy: PIL, numpy, tokenizers, torch
-    from corl_vl.train.checkpoint import latest_checkpoint
-
     root = run / "checkpoints"
     saved = sorted(p.name for p in root.glob("step-*") if (p / "meta.json").exists())
     if step is None:
@@ -94,9 +92,6 @@ def expand_models(
         next(plain)
         run = Path(value)
         ckpt = _checkpoint(run, step)
-        # lazy: upward (the trainer's checkpoint format; corl_vl.train imports corl_vl.eval)
-        from corl_vl.train.checkpoint_layout import read_meta
-
         agents = read_meta(ckpt)["agents"]  # names checked before they become paths
         bases = _base_models(run) if baselines else {}
         prefix = f"{run.name}-" if len(runs) > 1 else ""  # several runs: keep their agents apart

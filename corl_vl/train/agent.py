@@ -33,6 +33,7 @@ import torch
 from corl_vl.config import AgentConfig, CohortConfig, GrpoConfig, OptimizerConfig, RolloutConfig, TrainConfig
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
+from corl_vl.losses.rollout_correction import resolve_correction
 from corl_vl.rollout import Rollout, RolloutEngine
 from corl_vl.rollout.base import engine_errors
 from corl_vl.train import minibatches
@@ -43,7 +44,6 @@ from corl_vl.train.batch import Batch, fit_width
 from corl_vl.train.grpo import LossSpec, importance_weights
 from corl_vl.train.lora import prepare_training
 from corl_vl.train.minibatches import batch_rows, merge_updates, mini_batches, old_rows
-from corl_vl.train.rollout_correction import resolve_correction
 from corl_vl.train.training_defaults import apply_training_defaults
 from model_adapters.registry import create_adapter
 

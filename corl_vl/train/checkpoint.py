@@ -10,7 +10,7 @@ Nothing in a checkpoint can run code when it is loaded: the training state is sa
 (:mod:`corl_vl.train.safe_state`), never a pickle. Checkpoints of older versions (``*.pt``) are read as data only
 (``weights_only=True``) and refused if they need more, unless the user passes ``--allow-unsafe-checkpoint``.
 
-Layout (:mod:`corl_vl.train.checkpoint_layout`)::
+Layout (:mod:`corl_vl.checkpoint_layout`)::
 
     RUN_DIR/checkpoints/step-000010/
         cohort_state.{safetensors,json}   step, sampler, RNG states
@@ -49,10 +49,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from corl_vl.errors import CorlError
-from corl_vl.io import atomic_dir, os_error_line, replace_dir_atomic
-from corl_vl.rollout.weights import engine_state_dict
-from corl_vl.train.checkpoint_layout import (  # noqa: F401 (latest_checkpoint … are this module's API too)
+from corl_vl.checkpoint_layout import (  # noqa: F401 (latest_checkpoint … are this module's API too)
     CHECKPOINTS,
     FORMAT,
     agent_state_folder,
@@ -62,6 +59,9 @@ from corl_vl.train.checkpoint_layout import (  # noqa: F401 (latest_checkpoint �
     read_meta,
     remove_stale_temps,
 )
+from corl_vl.errors import CorlError
+from corl_vl.io import atomic_dir, os_error_line, replace_dir_atomic
+from corl_vl.rollout.weights import engine_state_dict
 from corl_vl.train.deepspeed_files import check_deepspeed_files
 from corl_vl.train.loop import Callback
 from corl_vl.train.lora import ADAPTER_FOLDER, has_lora, load_adapters, save_adapters

@@ -14,49 +14,17 @@ add their working memory. The rules (each has a test in tests/test_device_placem
 One process trains an agent on its block's first device; a whole block is what a multi-process launch
 (``distributed.deepspeed``) turns into one rank per GPU. Only the visible devices are taken in turns: a ``cpu``
 override is host memory. Tests inject the visible list (e.g. ``["cpu"]``) to exercise turn-taking on a CPU.
-No torch at import: the names are checked when a config is validated.
+No torch at import. The device names themselves are checked with the config (:func:`corl_vl.config_checks.check_device_names`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from corl_vl.config_checks import normalise_device
 from corl_vl.errors import CorlError
-
-DEVICE_NAME = re.compile(r"cpu|cuda(?::(\d+))?")
-
-
-def normalise_device(name: str) -> str | None:
-    """``cpu`` or ``cuda:N`` (``cuda`` is ``cuda:0``); None for anything else."""
-    match = DEVICE_NAME.fullmatch(str(name).strip())
-    if match is None:
-        return None
-    if name.strip() == "cpu":
-        return "cpu"
-    return f"cuda:{match.group(1) or 0}"
-
-
-def check_device_names(agents: Sequence[Any], bad: Any) -> None:
-    """Config-time check of ``agents[i].devices``: a non-empty list of device names, not mixing cpu and cuda."""
-    for i, agent in enumerate(agents):
-        if agent.devices is None:
-            continue
-        key = f"agents.{i}.devices"
-        if not agent.devices:
-            raise bad(
-                key, "an empty list; leave it out to have the agent placed, or name a device like cuda:0"
-            )
-        names = [normalise_device(d) for d in agent.devices]
-        for raw, name in zip(agent.devices, names):
-            if name is None:
-                raise bad(key, f"'{raw}' is not a device name; use cpu, cuda or cuda:N")
-        if "cpu" in names and len(names) > 1:
-            raise bad(key, "cpu cannot be part of a block of devices; name cpu alone or only cuda:N devices")
-        if len(set(names)) != len(names):
-            raise bad(key, f"names a device twice: {agent.devices}")
 
 
 @dataclass

@@ -23,9 +23,9 @@ import torch
 from torch import Tensor
 
 from corl_vl.errors import CorlError
-from corl_vl.train.objectives import ADVANTAGES, KL_ESTIMATORS, LOSS_TYPES
-from corl_vl.train.policy_losses import POLICY_LOSSES
-from corl_vl.train.rollout_correction import CORRECTIONS
+from corl_vl.losses.objectives import ADVANTAGES, KL_ESTIMATORS, LOSS_TYPES
+from corl_vl.losses.policy_losses import POLICY_LOSSES
+from corl_vl.losses.rollout_correction import CORRECTIONS
 
 STD_EPS = 1e-4
 
@@ -70,7 +70,7 @@ def importance_weights(
     mode: str = "token_tis",
 ) -> ImportanceWeights:
     """``ρ_t = exp(logp_trainer_old − logp_rollout)`` corrected by ``mode`` (``grpo.rollout_correction``,
-    :mod:`corl_vl.train.rollout_correction`) at threshold ``cap``; no gradient. ``cap=None``: raw ratios.
+    :mod:`corl_vl.losses.rollout_correction`) at threshold ``cap``; no gradient. ``cap=None``: raw ratios.
 
     Why: the rollout engine (vLLM, bf16 kernels) and the trainer compute slightly different distributions; the
     ratio corrects the off-policy bias, the cap bounds its variance. Non-finite rollout logprobs (seen with
@@ -119,7 +119,7 @@ class LossSpec:
     beta: float = 0.0
     loss_type: str = "bnpo"
     max_len: int | None = None  # dr_grpo's constant length (max_new_tokens); None → padded T
-    policy_loss: str = "ppo_clip"  # corl_vl.train.policy_losses
+    policy_loss: str = "ppo_clip"  # corl_vl.losses.policy_losses
     sapo_tau_pos: float = 1.0
     sapo_tau_neg: float = 1.05
     kl_estimator: str = "k3"
@@ -182,7 +182,7 @@ def policy_loss(
 ) -> tuple[Tensor, dict[str, float]]:
     """The policy loss ``spec.policy_loss``, aggregated per ``spec.loss_type``; returns ``(loss, metrics)``.
 
-    Per token: ``ℓ_t`` of the policy loss (:mod:`corl_vl.train.policy_losses`; ``ppo_clip``:
+    Per token: ``ℓ_t`` of the policy loss (:mod:`corl_vl.losses.policy_losses`; ``ppo_clip``:
     ``r = exp(logp − logp_old)``, ``ℓ = −min(r·A, clip(r, 1−ε, 1+ε_high)·A)``), times ``ρ_t`` if given, plus
     ``β·KL_t`` (``spec.kl_estimator``) if ``β > 0``, minus ``entropy_coef·H_t`` if that is not 0 (then
     ``entropy`` must carry the gradient). Aggregation:
@@ -211,7 +211,7 @@ def policy_loss(
         per_token = per_token - spec.entropy_coef * entropy
 
     max_len = spec.max_len if spec.max_len is not None else logprobs.shape[-1]
-    aggregate = LOSS_TYPES[spec.loss_type]  # corl_vl.train.objectives
+    aggregate = LOSS_TYPES[spec.loss_type]  # corl_vl.losses.objectives
     loss = aggregate(per_token * mask, mask, norm.n_sequences, norm.n_tokens, max_len)
 
     n_tok = mask.sum().clamp(min=1.0)

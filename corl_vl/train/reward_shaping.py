@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
+from corl_vl.losses.objectives import KL_ESTIMATORS
 from corl_vl.train import subsets
-from corl_vl.train.objectives import KL_ESTIMATORS
 
 
 def overlong_penalty(lengths: torch.Tensor, *, max_len: int, buffer: int, factor: float) -> torch.Tensor:

@@ -14,18 +14,67 @@ from model_adapters.tiny import (
     TinyRecipe,
     text_common,
 )
-from model_adapters.tiny_tokenizer import token_ids
+from model_adapters.tiny_tokenizer import TokenizerSpec, token_ids
 
 GEMMA_IMAGE = 64  # 8×8 SigLIP patches, average-pooled 2×2 → 16 soft tokens
 GEMMA_PATCH = 8
 GEMMA_TOKENS = 16
+
+# The family's tokenizer for the tiny zoo (model_adapters.tiny_tokenizer trains it): its real special tokens
+# and a chat template written to produce the family's published prompt layout.
+CHAT_TEMPLATE = (  # Gemma-3: BOS in the template, system text folded into the first user turn, role "model"
+    "{{ bos_token }}"
+    "{% if messages[0]['role'] == 'system' %}"
+    "{% if messages[0]['content'] is string %}{% set first_prefix = messages[0]['content'] + '\n\n' %}"
+    "{% else %}{% set first_prefix = messages[0]['content'][0]['text'] + '\n\n' %}{% endif %}"
+    "{% set loop_messages = messages[1:] %}"
+    "{% else %}{% set first_prefix = '' %}{% set loop_messages = messages %}{% endif %}"
+    "{% for message in loop_messages %}"
+    "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+    "<start_of_turn>{{ role }}\n{{ first_prefix if loop.first else '' }}"
+    "{% if message['content'] is string %}{{ message['content'] | trim }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}<start_of_image>"
+    "{% elif part['type'] == 'text' %}{{ part['text'] | trim }}{% endif %}"
+    "{% endfor %}{% endif %}<end_of_turn>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+
+TOKENIZER = TokenizerSpec(
+    specials=(
+        "<pad>",
+        "<eos>",
+        "<bos>",
+        "<unk>",
+        "<start_of_turn>",
+        "<end_of_turn>",
+        "<start_of_image>",
+        "<end_of_image>",
+        "<image_soft_token>",
+    ),
+    bos="<bos>",
+    eos="<eos>",
+    pad="<pad>",
+    unk="<unk>",
+    chat_template=CHAT_TEMPLATE,
+    named={
+        "boi_token": "<start_of_image>",
+        "eoi_token": "<end_of_image>",
+        "image_token": "<image_soft_token>",
+    },
+    # vLLM's Gemma-3 processor looks these strings up in the vocabulary (as SentencePiece has them)
+    plain_added=("\n", "\n\n", "\n\n\n", "\n\n\n\n"),
+    add_bos=True,
+    generation_eos=("<eos>", "<end_of_turn>"),
+)
 
 
 def _build(tok: Any) -> tuple[Any, Any]:
     """(config, processor factory) of the tiny Gemma-3, on the family's locally trained tokenizer ``tok``."""
     from transformers import Gemma3Config  # lazy: transformers (only when a checkpoint is built)
 
-    text = text_common(tok, "gemma3")
+    text = text_common(tok, TOKENIZER)
     text.update(
         query_pre_attn_scalar=HEAD_DIM,
         sliding_window=512,
@@ -102,4 +151,4 @@ def _gemma_hub_key(key: str) -> str:
     return key
 
 
-TINY = TinyRecipe("tiny-gemma3", "gemma3", _build, post_init=init_projection, fix_saved=fix_saved_layout)
+TINY = TinyRecipe("tiny-gemma3", TOKENIZER, _build, post_init=init_projection, fix_saved=fix_saved_layout)

@@ -13,17 +13,48 @@ from model_adapters.tiny import (
     text_common,
     video_processor,
 )
-from model_adapters.tiny_tokenizer import token_ids
+from model_adapters.tiny_tokenizer import TokenizerSpec, token_ids
 
 INTERNVL_IMAGE = 64  # one 64×64 tile, 8×8 patches, pixel-shuffle 0.5 → 16 image tokens
 INTERNVL_PATCH = 8
+
+# The family's tokenizer for the tiny zoo (model_adapters.tiny_tokenizer trains it): its real special tokens
+# and a chat template written to produce the family's published prompt layout.
+CHAT_TEMPLATE = (  # InternVL HF format: ChatML; the processor expands <IMG_CONTEXT> into <img>…</img>
+    "{% for message in messages %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}<IMG_CONTEXT>\n"
+    "{% elif part['type'] == 'video' %}<video>\n"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+TOKENIZER = TokenizerSpec(
+    specials=("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<video>"),
+    bos=None,
+    eos="<|im_end|>",
+    pad="<|endoftext|>",
+    chat_template=CHAT_TEMPLATE,
+    named={
+        "start_image_token": "<img>",
+        "end_image_token": "</img>",
+        "context_image_token": "<IMG_CONTEXT>",
+        "video_token": "<video>",
+    },
+    plain_added=("<think>", "</think>"),
+    generation_eos=("<|im_end|>", "<|endoftext|>"),
+)
 
 
 def _build(tok: Any) -> tuple[Any, Any]:
     """(config, processor factory) of the tiny InternVL3.5, on the family's locally trained tokenizer ``tok``."""
     from transformers import InternVLConfig  # lazy: transformers (only when a checkpoint is built)
 
-    text = text_common(tok, "internvl")
+    text = text_common(tok, TOKENIZER)
     text.update(model_type="qwen3", rope_theta=1_000_000.0)  # InternVL3.5 pairs its ViT with a Qwen3 LLM
     vision = {
         "hidden_size": VISION_HIDDEN,
@@ -73,4 +104,4 @@ def _build(tok: Any) -> tuple[Any, Any]:
     return config, processor
 
 
-TINY = TinyRecipe("tiny-internvl3.5", "internvl", _build)
+TINY = TinyRecipe("tiny-internvl3.5", TOKENIZER, _build)

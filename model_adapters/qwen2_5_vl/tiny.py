@@ -14,17 +14,58 @@ from model_adapters.tiny import (
     text_common,
     video_processor,
 )
-from model_adapters.tiny_tokenizer import token_ids
+from model_adapters.tiny_tokenizer import TokenizerSpec, token_ids
 
 QWEN_VL_MIN_PIXELS = 4 * 28 * 28  # 56×56 → 4 image tokens at least
 QWEN_VL_MAX_PIXELS = 64 * 28 * 28  # 224×224 → 64 image tokens at most; 128×128 → 16
+
+# The family's tokenizer for the tiny zoo (model_adapters.tiny_tokenizer trains it): its real special tokens
+# and a chat template written to produce the family's published prompt layout.
+CHAT_TEMPLATE = (
+    "{% set image_count = namespace(value=0) %}"
+    "{% for message in messages %}"
+    "{% if loop.first and message['role'] != 'system' %}"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+    "{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' or 'image' in part or 'image_url' in part %}"
+    "{% set image_count.value = image_count.value + 1 %}"
+    "{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}"
+    "<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif part['type'] == 'video' or 'video' in part %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in part %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+TOKENIZER = TokenizerSpec(
+    specials=(
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<|vision_start|>",
+        "<|vision_end|>",
+        "<|vision_pad|>",
+        "<|image_pad|>",
+        "<|video_pad|>",
+    ),
+    bos=None,
+    eos="<|im_end|>",
+    pad="<|endoftext|>",
+    chat_template=CHAT_TEMPLATE,
+    named={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"},
+    generation_eos=("<|im_end|>", "<|endoftext|>"),
+)
 
 
 def _build(tok: Any) -> tuple[Any, Any]:
     """(config, processor factory) of the tiny Qwen2.5-VL, on the family's locally trained tokenizer ``tok``."""
     from transformers import Qwen2_5_VLConfig  # lazy: transformers (only when a checkpoint is built)
 
-    text = text_common(tok, "qwen2_5_vl")
+    text = text_common(tok, TOKENIZER)
     # M-RoPE splits head_dim/2 = 16 rotary frequencies over (time, height, width), as the real 16/24/24 of 64.
     text["rope_parameters"] = {"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [4, 6, 6]}
     vision = {
@@ -66,4 +107,4 @@ def _build(tok: Any) -> tuple[Any, Any]:
     return config, processor
 
 
-TINY = TinyRecipe("tiny-qwen2.5-vl", "qwen2_5_vl", _build)
+TINY = TinyRecipe("tiny-qwen2.5-vl", TOKENIZER, _build)

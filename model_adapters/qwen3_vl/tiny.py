@@ -19,7 +19,7 @@ from model_adapters.tiny import (
     text_common,
     video_processor,
 )
-from model_adapters.tiny_tokenizer import token_ids
+from model_adapters.tiny_tokenizer import TokenizerSpec, token_ids
 
 QWEN3_VL_PATCH = 16
 QWEN3_VL_MERGE = 2
@@ -27,12 +27,51 @@ QWEN3_VL_FACTOR = QWEN3_VL_PATCH * QWEN3_VL_MERGE  # images are resized to multi
 QWEN3_VL_MIN_PIXELS = 4 * QWEN3_VL_FACTOR**2  # 64×64 → 4 image tokens at least
 QWEN3_VL_MAX_PIXELS = 64 * QWEN3_VL_FACTOR**2  # 256×256 → 64 image tokens at most
 
+# The family's tokenizer for the tiny zoo (model_adapters.tiny_tokenizer trains it): its real special tokens
+# and a chat template written to produce the family's published prompt layout.
+CHAT_TEMPLATE = (  # Qwen3-VL instruct: as Qwen2.5-VL's layout but no default system turn
+    "{% set image_count = namespace(value=0) %}"
+    "{% for message in messages %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' or 'image' in part or 'image_url' in part %}"
+    "{% set image_count.value = image_count.value + 1 %}"
+    "{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}"
+    "<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif part['type'] == 'video' or 'video' in part %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in part %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+TOKENIZER = TokenizerSpec(
+    specials=(
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<|vision_start|>",
+        "<|vision_end|>",
+        "<|vision_pad|>",
+        "<|image_pad|>",
+        "<|video_pad|>",
+    ),
+    bos=None,
+    eos="<|im_end|>",
+    pad="<|endoftext|>",
+    chat_template=CHAT_TEMPLATE,
+    named={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"},
+    plain_added=("<think>", "</think>"),
+    generation_eos=("<|im_end|>", "<|endoftext|>"),
+)
+
 
 def qwen3_vl_recipe(tok: Any) -> tuple[Any, Any]:
     """(config, processor factory) of the tiny Qwen3-VL, on the family's locally trained tokenizer ``tok``."""
     from transformers import Qwen3VLConfig  # lazy: transformers (only when a checkpoint is built)
 
-    text = text_common(tok, "qwen3_vl")
+    text = text_common(tok, TOKENIZER)
     # head_dim/2 = 16 rotary frequencies shared out (time, height, width) as the real 24/20/20 of 64, interleaved.
     text["rope_parameters"] = {
         "rope_type": "default",
@@ -84,4 +123,4 @@ def qwen3_vl_recipe(tok: Any) -> tuple[Any, Any]:
     return config, processor
 
 
-TINY = TinyRecipe("tiny-qwen3-vl", "qwen3_vl", qwen3_vl_recipe)
+TINY = TinyRecipe("tiny-qwen3-vl", TOKENIZER, qwen3_vl_recipe)

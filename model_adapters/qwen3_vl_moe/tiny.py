@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from model_adapters.qwen3_vl.tiny import qwen3_vl_recipe
+from model_adapters.qwen3_vl.tiny import TOKENIZER, qwen3_vl_recipe
 from model_adapters.tiny import TinyRecipe
 
 from .vllm_layout import to_vllm
@@ -47,4 +47,4 @@ def qwen3_vl_moe_recipe(tok: Any) -> tuple[Any, Any]:
     return config, processor
 
 
-TINY = TinyRecipe("tiny-qwen3-vl-moe", "qwen3_vl", qwen3_vl_moe_recipe, vllm_weights=to_vllm)
+TINY = TinyRecipe("tiny-qwen3-vl-moe", TOKENIZER, qwen3_vl_moe_recipe, vllm_weights=to_vllm)

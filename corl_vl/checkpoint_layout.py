@@ -1,6 +1,7 @@
 """Where each part of a checkpoint lives, and ``meta.json`` read as untrusted input.
 
-Why a module of its own: the layout is read by three places (resume, ``eval --model RUN``, ``diagnose``) and a
+Why a module of its own, outside ``corl_vl.train``: the layout is read by three places (resume, ``eval --model
+RUN``, ``diagnose``), the second in ``corl_vl.eval``, which the trainer imports; and a
 checkpoint is a file someone may have copied, cut short or edited. Each agent's model folder holds only what
 ``from_pretrained`` and vLLM load (vLLM reads every ``*.safetensors`` in it, so optimizer state there breaks it);
 the training state lives beside it under ``state/<agent>/``. Checkpoints of format 1 and 2 kept that state inside
