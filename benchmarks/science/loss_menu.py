@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.science.forgetting_sweep import arm_sweep  # noqa: E402
-from corl_vl.train.policy_losses import POLICY_LOSSES  # noqa: E402
-from corl_vl.train.rollout_correction import MODES  # noqa: E402
+from corl_vl.losses.policy_losses import POLICY_LOSSES  # noqa: E402
+from corl_vl.losses.rollout_correction import MODES  # noqa: E402
 
 # arm → the --set overrides on corl_vl.demo_config(): one name each, read from the tables (a new entry is an arm)
 ARMS: dict[str, dict[str, Any]] = {
