@@ -231,8 +231,8 @@ def cohort_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _f(x: float | None, digits: int = 2) -> str:
-    return "–" if x is None else f"{x:+.{digits}f}" if digits == 3 else f"{x:.{digits}f}"
+def _f(x: float | None) -> str:
+    return "–" if x is None else f"{x:+.2f}"
 
 
 def _ms(values: list[float]) -> str:
@@ -266,7 +266,7 @@ def table(result: dict[str, Any]) -> str:
     lines = [
         head,
         "",
-        "| cohort | what differs | κ | κ circle | κ background | overlap | c | acc before (agent 0 / 1) "
+        "| cohort | what differs | κ ± se | κ circle | κ background | overlap | c | acc before (agent 0 / 1) "
         "| weak-skill gain | overall gain | weak gain per agent | seeds |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -275,8 +275,9 @@ def table(result: dict[str, Any]) -> str:
         acc = " / ".join(f"{b['overall']:.2f}" for b in r["before"].values())
         per_agent = " / ".join(_ms(v) for v in r["agent_weak_gain"].values())
         lines.append(
-            f"| {r['cohort']} | {r['what']} | {_f(s['overall']['kappa'])} | {_f(s['figure_color']['kappa'])} | "
-            f"{_f(s['ground_color']['kappa'])} | {_f(s['overall']['error_overlap'])} | "
+            f"| {r['cohort']} | {r['what']} | {_f(s['overall']['kappa'])} ± {s['overall']['kappa_se'] or 0:.2f} | "
+            f"{_f(s['figure_color']['kappa'])} | "
+            f"{_f(s['ground_color']['kappa'])} | {s['overall']['error_overlap'] or 0:.2f} | "
             f"{s['overall']['complementarity']:.1f} | {acc} | {_ms(r['weak_gain'])} | {_ms(r['overall_gain'])} "
             f"| {per_agent} | {r['seeds']} |"
         )
