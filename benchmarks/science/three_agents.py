@@ -176,7 +176,8 @@ def kept_table(result: dict[str, Any]) -> str:
     arms = [a for a in dict.fromkeys(r["method"] for r in result["runs"]) if a != "gt"]
     lines = [
         "Share of GT reward's gain kept, per sound agent: gain on its weak skill(s) (overall for an agent with "
-        "none, marked °) of the arm / of GT, mean over the seeds both ran; ✓ when ≥ 0.8 for every agent.",
+        "none, marked °) of the arm / of GT, mean over the seeds both ran; ✓ when ≥ 0.8 for every agent whose GT "
+        "gain is positive (n/a: GT gained nothing, e.g. already at 1.0).",
         "",
         "| arm | " + " | ".join(f"{a}{'' if weak[a] else '°'}" for a in agents) + " | all ≥ 0.8 |",
         "|---|" + "---|" * (len(agents) + 1),
@@ -190,8 +191,8 @@ def kept_table(result: dict[str, Any]) -> str:
             mine = [gain(r["evals"], a, weak[a]) for r in runs]
             ref = [gain(gt[r["seed"]]["evals"], a, weak[a]) for r in runs]
             share = kept_share(mine, ref)
-            ok = ok and share is not None and share >= 0.8
-            kept = "–" if share is None else f"{share:.2f}"
+            ok = ok and (share is None or share >= 0.8)  # None: GT gained nothing (at the ceiling), no share
+            kept = "n/a" if share is None else f"{share:.2f}"
             cells.append(f"{statistics.mean(mine):+.3f} / {statistics.mean(ref):+.3f} = {kept}")
         lines.append(f"| {arm} ({len(runs)}) | " + " | ".join(cells) + f" | {'✓' if ok else '✗'} |")
     return "\n".join(lines) + "\n"
