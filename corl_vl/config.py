@@ -255,7 +255,8 @@ class ExperimentConfig:
     warm_start: dict[str, Any] = field(default_factory=dict)
     heldout: HeldoutConfig = field(default_factory=HeldoutConfig)
     # agent name → its own warm-start changes; an agent whose skill set is [] is strong on every skill with
-    # these changes (e.g. a collapsed agent that always answers the same: target "\\boxed{{3}}")
+    # these changes (e.g. a collapsed agent that always answers the same: target "\\boxed{{3}}"); its own
+    # strong_skills / weak_skills (lists of the cohort's skills) replace those its skill set gives
     agents: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property

@@ -201,14 +201,21 @@ def check_experiment(cfg: Any, bad: Any) -> None:
                 f"agent {name} has no skills; give it its own warm start under experiment.agents.{name}",
             )
     known = set(WarmStartSpec.__dataclass_fields__) - {"model", "strong_skills", "weak_skills"}
+    # one agent may name its own strong/weak skills (e.g. two agents strong on the same skill), within the cohort's
+    own_skills = {"strong_skills", "weak_skills"}
     for where, settings in [
         ("warm_start", exp.warm_start),
         *((f"agents.{n}", v) for n, v in exp.agents.items()),
     ]:
-        unknown = sorted(set(settings) - known - {"skill_sets"})
+        allowed = known | (own_skills if where != "warm_start" else set())
+        unknown = sorted(set(settings) - allowed - {"skill_sets"})
         if unknown:
             raise bad(f"experiment.{where}.{unknown[0]}", f"unknown key; known: {', '.join(sorted(known))}")
         check_mapping(settings, f"experiment.{where}.", bad)
+        for key in own_skills & set(settings) if where != "warm_start" else ():
+            value = settings[key]
+            if not isinstance(value, list) or not set(value) <= set(exp.skills):
+                raise bad(f"experiment.{where}.{key}", f"must be a list of the cohort's skills {exp.skills}")
     stray = sorted(set(exp.agents) - set(names))
     if stray:
         raise bad(f"experiment.agents.{stray[0]}", f"no such agent; agents are {names}")

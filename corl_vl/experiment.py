@@ -49,9 +49,11 @@ def warm_start_specs(cfg: CohortConfig, **changes: Any) -> list[Any]:
         if own or not exp.skill_sets[i]:
             strong = specs[i].strong_skills or tuple(exp.skills)
             weak = specs[i].weak_skills if specs[i].strong_skills else ()
-            specs[i] = dataclasses.replace(
-                specs[i], strong_skills=strong, weak_skills=weak, **{**settings, **changes, **own}
-            )
+            skills = {"strong_skills": strong, "weak_skills": weak}
+            mine = {
+                k: tuple(v) if k in skills else v for k, v in own.items()
+            }  # its own skills, as the spec's tuples
+            specs[i] = dataclasses.replace(specs[i], **{**skills, **settings, **changes, **mine})
     return specs
 
 

@@ -213,3 +213,24 @@ def test_synthetic_validation_split_is_checked_before_models_load():
     ):
         load_config(TINY_COHORT, ["eval.every=1", "eval.split=dev"])
     assert load_config(TINY_COHORT, ["eval.every=1", "eval.split=test"]).eval.split == "test"
+
+
+def test_an_agent_may_name_its_own_strong_and_weak_skills():
+    # two agents strong on the same skill (the diversity cohorts): the cohort's skills stay both, agent b's spec
+    # is strong on the circle and weak on the background, as agent a's
+    from corl_vl.experiment import warm_start_specs
+
+    base = {"agents": [{"name": "a", "model": "tiny-qwen2.5-vl"}, {"name": "b", "model": "tiny-qwen2.5-vl"}]}
+    own = {"b": {"strong_skills": ["figure_color"], "weak_skills": ["ground_color"]}}
+    sets = {"skill_sets": [["figure_color"], ["ground_color"]]}
+    cfg = config_from_dict({**base, "experiment": {"warm_start": sets, "agents": own}})
+    a, b = warm_start_specs(cfg)
+    assert cfg.experiment.skills == ["figure_color", "ground_color"]
+    assert (b.strong_skills, b.weak_skills) == (("figure_color",), ("ground_color",))
+    assert b == a and b.key() == a.key()  # the same warm start twice: one cached folder
+    with pytest.raises(CorlError, match=r"experiment\.agents\.b\.weak_skills: must be a list of the cohort"):
+        config_from_dict(
+            {**base, "experiment": {"warm_start": sets, "agents": {"b": {"weak_skills": ["x"]}}}}
+        )
+    with pytest.raises(CorlError, match=r"experiment\.warm_start\.strong_skills"):
+        config_from_dict({**base, "experiment": {"warm_start": {**sets, "strong_skills": ["figure_color"]}}})

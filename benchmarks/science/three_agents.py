@@ -16,6 +16,12 @@ sample accuracy), ``labels.png`` (pseudo-label accuracy each weighting would giv
 ``command.txt``.
 
     OMP_NUM_THREADS=1 nice -n 10 python benchmarks/science/three_agents.py --seeds 0 1 2
+
+Any cohort whose last agent is the collapsed one runs the same way, e.g. four agents (three sound, one collapsed):
+
+    OMP_NUM_THREADS=1 nice -n 10 python benchmarks/science/three_agents.py \
+        --config configs/science/toy4_collapsed.yaml --output-dir benchmarks/science/results_four_agents \
+        --arms uniform agreement dawid_skene dawid_skene_soft gt ttrl --seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.science.cohort_stats import gain, kept_share, weak_skills  # noqa: E402
 from corl_vl.config import apply_overrides  # noqa: E402
 from corl_vl.paths import configure_cache_env  # noqa: E402
 
@@ -160,12 +167,43 @@ def _metric_mean(run: dict[str, Any], agent: str, key: str, steps: slice) -> flo
     return statistics.mean(vals) if vals else None
 
 
+def kept_table(result: dict[str, Any]) -> str:
+    """Per arm and sound agent (all but the last, collapsed one): its gain (weak skills; overall for an agent
+    without weak skills) and the share of GT reward's gain it keeps, on the seeds both arms ran."""
+    agents = result["agents"][:-1]
+    weak = {a: weak_skills(w) or None for a, w in zip(result["agents"], result["warm_start"])}
+    gt = {r["seed"]: r for r in _runs(result, "gt")}
+    arms = [a for a in dict.fromkeys(r["method"] for r in result["runs"]) if a != "gt"]
+    lines = [
+        "Share of GT reward's gain kept, per sound agent: gain on its weak skill(s) (overall for an agent with "
+        "none, marked °) of the arm / of GT, mean over the seeds both ran; ✓ when ≥ 0.8 for every agent whose GT "
+        "gain is positive (n/a: GT gained nothing, e.g. already at 1.0).",
+        "",
+        "| arm | " + " | ".join(f"{a}{'' if weak[a] else '°'}" for a in agents) + " | all ≥ 0.8 |",
+        "|---|" + "---|" * (len(agents) + 1),
+    ]
+    for arm in arms:
+        runs = [r for r in _runs(result, arm) if r["seed"] in gt]
+        if not runs:
+            continue
+        cells, ok = [], True
+        for a in agents:
+            mine = [gain(r["evals"], a, weak[a]) for r in runs]
+            ref = [gain(gt[r["seed"]]["evals"], a, weak[a]) for r in runs]
+            share = kept_share(mine, ref)
+            ok = ok and (share is None or share >= 0.8)  # None: GT gained nothing (at the ceiling), no share
+            kept = "n/a" if share is None else f"{share:.2f}"
+            cells.append(f"{statistics.mean(mine):+.3f} / {statistics.mean(ref):+.3f} = {kept}")
+        lines.append(f"| {arm} ({len(runs)}) | " + " | ".join(cells) + f" | {'✓' if ok else '✗'} |")
+    return "\n".join(lines) + "\n"
+
+
 def report(result: dict[str, Any], out: Path) -> None:
-    (out / "table.md").write_text(table(result))
+    (out / "table.md").write_text(table(result) + "\n" + kept_table(result))
     plot_curves(result, out / "curves.png")
     plot_reliability(result, out / "reliability.png")
     plot_labels(result, out / "labels.png")
-    print(table(result))
+    print(table(result) + "\n" + kept_table(result))
 
 
 def table(result: dict[str, Any]) -> str:
