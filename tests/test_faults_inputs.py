@@ -81,6 +81,16 @@ def test_fifo_as_a_data_file_is_refused(tmp_path, suffix):
         load_problems(tmp_path / f"train{suffix}")
 
 
+@pytest.mark.parametrize("where", ["--data", "a folder's annotation file"])
+def test_fifo_as_an_eval_annotation_file_is_named_a_fifo_not_missing(tmp_path, where):
+    fifo = tmp_path / "testmini.json"
+    os.mkfifo(fifo)
+    with pytest.raises(
+        CorlError, match=r"testmini.json: is a FIFO \(named pipe\), not a regular annotation file"
+    ):
+        load_benchmark("mathvista", fifo if where == "--data" else tmp_path, annotations_only=True)
+
+
 @pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "/dev/urandom", "latin-1"])
 def test_config_that_is_no_plain_utf8_file_is_refused(tmp_path, monkeypatch, capsys, kind):
     monkeypatch.chdir(tmp_path)

@@ -22,7 +22,7 @@ from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.eval.benchmark_rows import BenchmarkSpec, RowContext
 from corl_vl.eval.benchmarks import get_spec
-from corl_vl.io import MAX_JSON_BYTES, loads_json, read_jsonl, read_text_file
+from corl_vl.io import MAX_JSON_BYTES, check_regular_file, loads_json, read_jsonl, read_text_file
 
 __all__ = [
     "BenchmarkSpec",
@@ -78,8 +78,9 @@ def read_annotation_file(path: Path) -> list[dict[str, Any]]:
     reader = readers.get(path.suffix.lower())
     if reader is None:
         raise CorlError(f"{path}: unsupported annotation format (use {', '.join(_ANNOTATION_SUFFIXES)})")
-    if not path.is_file():
+    if not path.exists():
         raise CorlError(f"annotation file not found: {path}")
+    check_regular_file(path, "annotation file")
     return reader(path)
 
 
@@ -94,7 +95,9 @@ def find_annotation_files(folder: Path, split: str | None, spec: BenchmarkSpec) 
     for name in wanted:
         for base in (folder, folder / "data"):
             for ext in _ANNOTATION_SUFFIXES:
-                if (base / f"{name}{ext}").is_file():
+                if (
+                    base / f"{name}{ext}"
+                ).exists():  # not is_file(): a FIFO there is refused by name, not skipped
                     return [base / f"{name}{ext}"]
             shards = sorted(base.glob(f"{name}-*.parquet"))
             if shards:
@@ -104,7 +107,7 @@ def find_annotation_files(folder: Path, split: str | None, spec: BenchmarkSpec) 
         for base in (folder, folder / "data")
         if base.is_dir()
         for p in base.iterdir()
-        if p.suffix.lower() in _ANNOTATION_SUFFIXES and p.is_file()
+        if p.suffix.lower() in _ANNOTATION_SUFFIXES and not p.is_dir()
     )
     if split is None and len(found) == 1:
         return found
@@ -167,7 +170,8 @@ def load_benchmark(
         if path.is_dir():
             files = find_annotation_files(path, split, spec)
             root = path
-        elif path.is_file():
+        elif path.exists():  # a FIFO or device is refused by name, not as missing
+            check_regular_file(path, "annotation file")
             files, root = [path], path.parent
         else:
             raise CorlError(f"{name}: --data {path} does not exist")
