@@ -206,14 +206,27 @@ def check_experiment(cfg: Any, bad: Any) -> None:
                 f"agent {name} has no skills; give it its own warm start under experiment.agents.{name}",
             )
     known = set(WarmStartSpec.__dataclass_fields__) - {"model", "strong_skills", "weak_skills"}
+    contested = exp.warm_start.get("contested_skills", [])
+    if not isinstance(contested, list) or not all(isinstance(c, str) for c in contested):
+        raise bad("experiment.warm_start.contested_skills", "must be a list of skill names")
+    taken = sorted(set(contested) & {s for g in sets for s in g})
+    if taken:
+        raise bad("experiment.warm_start.contested_skills", f"{taken[0]} is also an agent's strong skill")
     for where, settings in [
         ("warm_start", exp.warm_start),
         *((f"agents.{n}", v) for n, v in exp.agents.items()),
     ]:
-        unknown = sorted(set(settings) - known - {"skill_sets"})
+        unknown = sorted(set(settings) - known - {"skill_sets", "contested_skills"})
         if unknown:
             raise bad(f"experiment.{where}.{unknown[0]}", f"unknown key; known: {', '.join(sorted(known))}")
         check_mapping(settings, f"experiment.{where}.", bad)
+        rates = settings.get("weak_error_rates", {})
+        if not isinstance(rates, dict) or not all(
+            isinstance(r, (int, float)) and not isinstance(r, bool) and 0 <= r <= 1 for r in rates.values()
+        ):
+            raise bad(
+                f"experiment.{where}.weak_error_rates", f"must map skills to shares in [0, 1], got {rates}"
+            )
     stray = sorted(set(exp.agents) - set(names))
     if stray:
         raise bad(f"experiment.agents.{stray[0]}", f"no such agent; agents are {names}")
