@@ -190,8 +190,11 @@ def test_per_skill_error_rates_set_one_weak_skill_apart_and_keep_the_old_keys():
         for skill in ("figure_color", "shape_color")
     }
     assert 0.5 < share["figure_color"] < 0.7 and share["shape_color"] < 0.2
-    everything = labelled_pool(dataclasses.replace(base, weak_error_rates={"shape_color": 1.0}))
+    everything = labelled_pool(
+        dataclasses.replace(base, weak_error_rates={"shape_color": 1.0, "shape_sides": 1})
+    )
     assert all(p.meta["label"] == "mistake" for p in everything if p.meta["skill"] == "shape_color")
+    assert all(p.meta["label"] == "gold" for p in everything if p.meta["skill"] == "shape_sides")  # strong
 
 
 @pytest.mark.parametrize(
@@ -200,8 +203,8 @@ def test_per_skill_error_rates_set_one_weak_skill_apart_and_keep_the_old_keys():
         ({"shape_color": 1.5}, r"weak_error_rates.shape_color must be a share in \[0, 1\], got 1.5"),
         ({"shape_color": float("nan")}, "weak_error_rates.shape_color must be a share"),
         ({"shape_color": "half"}, "weak_error_rates.shape_color must be a share"),
-        ({"shape_sides": 0.2}, "names 'shape_sides', which is not a weak skill"),
-        ([0.2], "weak_error_rates must map a weak skill"),
+        ({"figure_color": 0.2}, "names 'figure_color', which is not one of the skills"),
+        ([0.2], "weak_error_rates must map a skill"),
     ],
 )
 def test_bad_per_skill_error_rates_are_refused_in_one_line(rates, message):

@@ -61,9 +61,10 @@ class WarmStartSpec:
         weak_fraction: share of labels a weak skill gets relative to a strong one.
         weak_error_rate: share of a weak skill's labels replaced by the skill's systematic wrong answer (seeded
             per problem); needs skills with a ``mistake`` rule (``shape_color``, ``shape_sides``).
-        weak_error_rates: per-skill overrides of ``weak_error_rate`` (weak skill → share), e.g. one skill
-            contested at a chosen accuracy while the others keep the common rate; left out of the cache key
-            when empty, so the bases built before the field existed keep their folders.
+        weak_error_rates: per-skill overrides of ``weak_error_rate`` (skill → share), e.g. one skill
+            contested at a chosen accuracy while the others keep the common rate. A rate acts where its skill is
+            weak (a strong skill's labels stay gold), so one mapping can serve a whole cohort. Left out of the
+            cache key when empty, so the bases built before the field existed keep their folders.
         labels_per_skill: labelled problems per strong skill (the synthetic ``train`` split).
         text_view: train on the problems' text rendering (the picture described in words) instead of pixels;
             off by default (corl-vl is VLM first: the problems are pictures), on only as the text ablation.
@@ -116,7 +117,7 @@ def labelled_pool(spec: WarmStartSpec) -> list[Problem]:
         raise CorlError(f"warm start: weak_fraction must be in [0, 1], got {spec.weak_fraction}")
     if not 0.0 <= spec.weak_error_rate <= 1.0:
         raise CorlError(f"warm start: weak_error_rate must be in [0, 1], got {spec.weak_error_rate}")
-    check_error_rates(spec.weak_error_rates, spec.weak_skills)
+    check_error_rates(spec.weak_error_rates, (*spec.strong_skills, *spec.weak_skills))
     pool: list[Problem] = []
     rng = random.Random(f"corl-vl-warm-start:{spec.seed}")
     flip = random.Random(f"corl-vl-warm-start-mistakes:{spec.seed}")
@@ -146,16 +147,14 @@ def labelled_pool(spec: WarmStartSpec) -> list[Problem]:
     return pool
 
 
-def check_error_rates(rates: Any, weak_skills: Sequence[str]) -> None:
-    """Refuse per-skill error rates that are not a mapping of a weak skill to a share in [0, 1] (one line)."""
+def check_error_rates(rates: Any, skills: Sequence[str]) -> None:
+    """Refuse per-skill error rates that are not a mapping of one of ``skills`` to a share in [0, 1] (one line)."""
     if not isinstance(rates, dict):
-        raise CorlError(
-            f"warm start: weak_error_rates must map a weak skill to a share in [0, 1], got {rates!r}"
-        )
+        raise CorlError(f"warm start: weak_error_rates must map a skill to a share in [0, 1], got {rates!r}")
     for skill, rate in rates.items():
-        if skill not in weak_skills:
+        if skill not in skills:
             raise CorlError(
-                f"warm start: weak_error_rates names {skill!r}, which is not a weak skill ({list(weak_skills)})"
+                f"warm start: weak_error_rates names {skill!r}, which is not one of the skills {list(skills)}"
             )
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate <= 1.0:
             raise CorlError(f"warm start: weak_error_rates.{skill} must be a share in [0, 1], got {rate!r}")
