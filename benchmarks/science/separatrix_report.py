@@ -43,6 +43,13 @@ def classify(start: Sequence[float], end: Sequence[float], near: float = NEAR) -
     }
 
 
+def simulator_drift(start: Sequence[float], k: int = 8) -> float:
+    """d(pA + pB)/dt of the simulator (corl_vl.science.theory, two-agent Co-RL, K draws) at ``start``."""
+    from corl_vl.science.theory import flow, ring_supervisors
+
+    return float(sum(flow(list(start), ring_supervisors(2), k)))
+
+
 def shares(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per region: number of rows, share whose sum matched, share where both agents matched."""
     out: dict[str, dict[str, Any]] = {}
@@ -100,21 +107,21 @@ def table(result: dict[str, Any]) -> str:
     for unit, rows in (("run", runs), ("point (mean of seeds)", points)):
         for region, s in shares(rows).items():
             lines.append(
-                f"| {unit} | {region} (|pA+pB−1| {'≥' if region == 'away' else '<'} {NEAR}) | "
+                f"| {unit} | {region} (distance to the line {'≥' if region == 'away' else '<'} {NEAR}) | "
                 f"{s['n']} | {s['match']:.2f} | {s['both']:.2f} |"
             )
     lines += [
         "",
         "Every run (sampling p before → after; greedy accuracy on the contested skill before → after):",
         "",
-        "| rate A | rate B | seed | pA | pB | pA+pB−1 | Δ(pA+pB) | match | greedy A | greedy B |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| rate A | rate B | seed | pA | pB | pA+pB−1 | simulator dΣ/dt | Δ(pA+pB) | match | greedy A | greedy B |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         ga, gb = (f"{r['greedy_before'][i]:.2f} → {r['greedy_after'][i]:.2f}" for i in (0, 1))
         lines.append(
             f"| {r['rate_a']} | {r['rate_b']} | {r['seed']} | {r['p_before'][0]:.2f} → {r['p_after'][0]:.2f} | "
-            f"{r['p_before'][1]:.2f} → {r['p_after'][1]:.2f} | {r['margin']:+.2f} | {r['delta_sum']:+.3f} | "
+            f"{r['p_before'][1]:.2f} → {r['p_after'][1]:.2f} | {r['margin']:+.2f} | {simulator_drift(r['p_before']):+.3f} | {r['delta_sum']:+.3f} | "
             f"{'yes' if r['match'] else 'no'} | {ga} | {gb} |"
         )
     return "\n".join(lines) + "\n"
