@@ -41,3 +41,27 @@ def test_shares_count_each_region_apart():
     assert (
         s["away"]["n"] == 2 and s["away"]["match"] == 0.5 and s["near"] == {"n": 1, "match": 1.0, "both": 1.0}
     )
+
+
+def test_two_outcome_projection_keeps_only_the_right_answer_and_the_shared_mistake():
+    from benchmarks.science.separatrix_report import coordinates, two_outcome
+
+    assert two_outcome(0.4, 0.4) == pytest.approx(0.5)  # 20 % other answers: a tie between right and mistake
+    assert two_outcome(0.3, 0.1) == pytest.approx(0.75) and two_outcome(0.0, 0.0) == 0.5
+    result = {
+        "agents": ["a", "b"],
+        "calibration": {
+            "a": {"0.5": {"p": 0.4, "p_mistake": 0.4}},
+            "b": {"0.2": {"p": 0.6, "p_mistake": 0.2}},
+        },
+    }
+    run = {
+        "rate_a": 0.5,
+        "rate_b": 0.2,
+        "p_before": [0.4, 0.6],
+        "p_after": [0.5, 0.7],
+        "p_mistake_after": [0.5, 0.1],
+    }
+    assert coordinates(result, run, "p") == ([0.4, 0.6], [0.5, 0.7])
+    start, end = coordinates(result, run, "two")
+    assert start == pytest.approx([0.5, 0.75]) and end == pytest.approx([0.5, 0.875])
