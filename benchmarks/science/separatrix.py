@@ -58,6 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-done", action="store_true", help="keep the runs already in results.json")
     parser.add_argument("--output-dir", default=str(ROOT / "benchmarks/science/results_separatrix"))
     parser.add_argument(
+        "--only-contested",
+        action="store_true",
+        help="control: RL problems of the contested skill only (the strong skills are not trained)",
+    )
+    parser.add_argument(
+        "--points", nargs="+", metavar="A,B", help="only these (rate A, rate B), e.g. 0.65,0.65"
+    )
+    parser.add_argument(
         "--report-only", action="store_true", help="rewrite table and figure from results.json"
     )
     args = parser.parse_args(argv)
@@ -90,10 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.calibrate_only:
         return 0
     order = grid_order(args.rates_a, args.rates_b, args.seeds)
+    result["only_contested"] = args.only_contested
     coarse = {r for a, b, _ in order[: len(args.seeds) * 9] for r in (a, b)}
+    if args.points:
+        coarse = set()  # the points' bases are calibrated when they are reached
     for rate in sorted(coarse, key=lambda r: abs(r - 0.5)):  # the coarse grid's bases, middle first
         calibrate(args, rate, result)
         write(result, out, t0)
+    if args.points:
+        wanted = {tuple(float(x) for x in pt.split(",")) for pt in args.points}
+        order = [o for o in order if (o[0], o[1]) in wanted]
     for rate_a, rate_b, seed in order:
         if any((r["rate_a"], r["rate_b"], r["seed"]) == (rate_a, rate_b, seed) for r in result["runs"]):
             continue
@@ -214,6 +228,17 @@ def calibrate(args: argparse.Namespace, rate: float, result: dict[str, Any]) -> 
     print(f"[calibrate] rate {rate}: {time.perf_counter() - started:.0f} s", flush=True)
 
 
+def only_contested(args: argparse.Namespace) -> Any:
+    """A ``prepare`` hook restricting the cohort's training problems to the contested skill (the control)."""
+    from corl_vl.train.cohort import Sampler
+
+    def restrict(cohort: Any) -> None:
+        ids = [pid for pid, p in cohort.base.items() if p.meta["skill"] == args.contested]
+        cohort.sampler = Sampler(ids, seed=cohort.cfg.train.seed, shuffle=cohort.cfg.data.shuffle)
+
+    return restrict
+
+
 class SamplingProbe(Callback):
     """Each agent's sampling p on the contested pictures after the last step (before: the calibration's)."""
 
@@ -242,7 +267,8 @@ def run_point(
     agents = cfg.agent_names()
     probe = SamplingProbe(contested_pictures(args), args.k_samples, cfg.grpo.max_new_tokens)
     started = time.perf_counter()
-    run = train(cfg, progress=False, callbacks=[probe])
+    restrict = only_contested(args) if args.only_contested else None
+    run = train(cfg, progress=False, callbacks=[probe], prepare=restrict)
     first, last = run.evals[0], run.evals[-1]
     cal = result["calibration"]
     rec = {
