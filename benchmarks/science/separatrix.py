@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -140,8 +141,15 @@ def write(result: dict[str, Any], out: Path, t0: float | None) -> int:
         plot(result, out / "separatrix.png")
     if t0 is not None:
         cmd = "OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python " + " ".join(shlex.quote(a) for a in sys.argv)
-        with open(out / "command.txt", "a") as f:
-            f.write(f"{cmd}  # {len(result['runs'])} runs so far, {time.perf_counter() - t0:.0f} s\n")
+        # one line per process: earlier processes' lines stay, this one's is replaced as it progresses
+        log = out / "command.txt"
+        lines = log.read_text().splitlines() if log.exists() else []
+        if lines and lines[-1].startswith(f"{cmd}  # ") and lines[-1].endswith(f"pid {os.getpid()}"):
+            lines.pop()
+        lines.append(
+            f"{cmd}  # {len(result['runs'])} runs, {time.perf_counter() - t0:.0f} s, pid {os.getpid()}"
+        )
+        log.write_text("\n".join(lines) + "\n")
     return 0
 
 
