@@ -264,8 +264,14 @@ class ExperimentConfig:
         return [list(group) for group in self.warm_start.get("skill_sets", [])]
 
     @property
+    def contested_skills(self) -> list[str]:
+        """Skills every agent is weak on (no agent's strong skill): each agent's accuracy on them is set by its
+        own ``weak_error_rates`` (``experiment.agents.<name>``), as in the separatrix grid."""
+        return list(self.warm_start.get("contested_skills", []))
+
+    @property
     def skills(self) -> list[str]:
-        return [s for group in self.skill_sets for s in group]
+        return [*(s for group in self.skill_sets for s in group), *self.contested_skills]
 
     @property
     def text_view(self) -> bool:

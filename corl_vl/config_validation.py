@@ -201,21 +201,17 @@ def check_experiment(cfg: Any, bad: Any) -> None:
                 f"agent {name} has no skills; give it its own warm start under experiment.agents.{name}",
             )
     known = set(WarmStartSpec.__dataclass_fields__) - {"model", "strong_skills", "weak_skills"}
-    # one agent may name its own strong/weak skills (e.g. two agents strong on the same skill), within the cohort's
-    own_skills = {"strong_skills", "weak_skills"}
+    contested = exp.warm_start.get("contested_skills", [])
+    if not isinstance(contested, list) or not all(isinstance(c, str) for c in contested):
+        raise bad("experiment.warm_start.contested_skills", "must be a list of skill names")
+    taken = sorted(set(contested) & {s for g in sets for s in g})
+    if taken:
+        raise bad("experiment.warm_start.contested_skills", f"{taken[0]} is also an agent's strong skill")
     for where, settings in [
         ("warm_start", exp.warm_start),
         *((f"agents.{n}", v) for n, v in exp.agents.items()),
     ]:
-        allowed = known | (own_skills if where != "warm_start" else set())
-        unknown = sorted(set(settings) - allowed - {"skill_sets"})
-        if unknown:
-            raise bad(f"experiment.{where}.{unknown[0]}", f"unknown key; known: {', '.join(sorted(known))}")
-        check_mapping(settings, f"experiment.{where}.", bad)
-        for key in own_skills & set(settings) if where != "warm_start" else ():
-            value = settings[key]
-            if not isinstance(value, list) or not set(value) <= set(exp.skills):
-                raise bad(f"experiment.{where}.{key}", f"must be a list of the cohort's skills {exp.skills}")
+        _check_warm_start_settings(exp, where, settings, known, bad)
     stray = sorted(set(exp.agents) - set(names))
     if stray:
         raise bad(f"experiment.agents.{stray[0]}", f"no such agent; agents are {names}")
@@ -226,6 +222,28 @@ def check_experiment(cfg: Any, bad: Any) -> None:
     for key in ("per_skill", "max_new_tokens"):
         if getattr(exp.heldout, key) < 1:
             raise bad(f"experiment.heldout.{key}", f"must be ≥ 1, got {getattr(exp.heldout, key)}")
+
+
+def _check_warm_start_settings(
+    exp: Any, where: str, settings: dict[str, Any], known: set[str], bad: Any
+) -> None:
+    """``experiment.warm_start`` or one ``experiment.agents.<name>``: known keys, an agent's own strong/weak
+    skills (e.g. two agents strong on the same skill) among the cohort's, per-skill error rates in [0, 1]."""
+    cohort_wide = {"skill_sets", "contested_skills"} if where == "warm_start" else set()
+    own_skills = {"strong_skills", "weak_skills"} if where != "warm_start" else set()
+    unknown = sorted(set(settings) - known - own_skills - cohort_wide)
+    if unknown:
+        raise bad(f"experiment.{where}.{unknown[0]}", f"unknown key; known: {', '.join(sorted(known))}")
+    check_mapping(settings, f"experiment.{where}.", bad)
+    for key in own_skills & set(settings):
+        value = settings[key]
+        if not isinstance(value, list) or not set(value) <= set(exp.skills):
+            raise bad(f"experiment.{where}.{key}", f"must be a list of the cohort's skills {exp.skills}")
+    rates = settings.get("weak_error_rates", {})
+    if not isinstance(rates, dict) or not all(
+        isinstance(r, (int, float)) and not isinstance(r, bool) and 0 <= r <= 1 for r in rates.values()
+    ):
+        raise bad(f"experiment.{where}.weak_error_rates", f"must map skills to shares in [0, 1], got {rates}")
 
 
 def check_template_date(agent: Any, key: str, bad: Any) -> None:

@@ -42,8 +42,10 @@ def warm_start_specs(cfg: CohortConfig, **changes: Any) -> list[Any]:
 
     exp = cfg.experiment
     assert exp is not None
-    settings = {k: v for k, v in exp.warm_start.items() if k != "skill_sets"}
+    settings = {k: v for k, v in exp.warm_start.items() if k not in ("skill_sets", "contested_skills")}
     specs = complementary_specs([a.model for a in cfg.agents], exp.skill_sets, **{**settings, **changes})
+    contested = tuple(exp.contested_skills)
+    specs = [dataclasses.replace(s, weak_skills=(*s.weak_skills, *contested)) for s in specs]
     for i, agent in enumerate(cfg.agents):  # an agent without a skill set: strong on all, with its changes
         own = exp.agents.get(agent.name, {})
         if own or not exp.skill_sets[i]:

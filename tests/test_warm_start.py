@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +158,85 @@ def test_init_seed_starts_from_another_random_network_of_the_same_preset():
     assert not all(torch.equal(wa[k], wb[k]) for k in wa)
     spec = WarmStartSpec(model="tiny-qwen2.5", strong_skills=("read_chart",))
     assert spec.key() != WarmStartSpec(model="tiny-qwen2.5", strong_skills=("read_chart",), init_seed=1).key()
+
+
+def test_per_skill_error_rates_set_one_weak_skill_apart_and_keep_the_old_keys():
+    """``weak_error_rates`` overrides the common rate for the skills it names; empty, it leaves the cache key
+    exactly as before the field existed (the demo's cached bases stay valid)."""
+    import hashlib
+    import json
+
+    from corl_vl.science.warm_start import VERSION
+
+    base = WarmStartSpec(
+        model="m",
+        strong_skills=("shape_sides",),
+        weak_skills=("figure_color", "shape_color"),
+        labels_per_skill=200,
+        weak_fraction=1.0,
+        weak_error_rate=0.6,
+    )
+    old = {k: v for k, v in dataclasses.asdict(base).items() if k != "weak_error_rates"} | {
+        "version": VERSION
+    }
+    digest = hashlib.sha256(json.dumps(old, sort_keys=True, default=list).encode()).hexdigest()[:12]
+    assert base.key() == f"m-{digest}"
+    spec = dataclasses.replace(base, weak_error_rates={"shape_color": 0.1})
+    assert spec.key() != base.key()
+    assert spec.key() != dataclasses.replace(base, weak_error_rates={"shape_color": 0.9}).key()
+    share = {
+        skill: sum(p.meta["label"] == "mistake" for p in pool if p.meta["skill"] == skill) / 200
+        for pool in [labelled_pool(spec)]
+        for skill in ("figure_color", "shape_color")
+    }
+    assert 0.5 < share["figure_color"] < 0.7 and share["shape_color"] < 0.2
+    everything = labelled_pool(
+        dataclasses.replace(base, weak_error_rates={"shape_color": 1.0, "shape_sides": 1})
+    )
+    assert all(p.meta["label"] == "mistake" for p in everything if p.meta["skill"] == "shape_color")
+    assert all(p.meta["label"] == "gold" for p in everything if p.meta["skill"] == "shape_sides")  # strong
+
+
+@pytest.mark.parametrize(
+    ("rates", "message"),
+    [
+        ({"shape_color": 1.5}, r"weak_error_rates.shape_color must be a share in \[0, 1\], got 1.5"),
+        ({"shape_color": float("nan")}, "weak_error_rates.shape_color must be a share"),
+        ({"shape_color": "half"}, "weak_error_rates.shape_color must be a share"),
+        ({"figure_color": 0.2}, "names 'figure_color', which is not one of the skills"),
+        ([0.2], "weak_error_rates must map a skill"),
+    ],
+)
+def test_bad_per_skill_error_rates_are_refused_in_one_line(rates, message):
+    spec = WarmStartSpec(
+        model="m", strong_skills=("shape_sides",), weak_skills=("shape_color",), weak_error_rates=rates
+    )
+    with pytest.raises(CorlError, match=message) as err:
+        labelled_pool(spec)
+    assert "\n" not in str(err.value)
+
+
+def test_a_contested_skill_is_weak_for_every_agent_at_each_agents_own_rate():
+    from corl_vl.config import load_config
+    from corl_vl.experiment import demo_config, warm_start_specs
+
+    demo_keys = [s.key() for s in warm_start_specs(demo_config())]
+    cfg = demo_config(["experiment.warm_start.contested_skills=[shape_color]"])
+    assert cfg.experiment.skills == ["figure_color", "ground_color", "shape_color"]
+    names = cfg.agent_names()
+    cfg.experiment.agents = {names[0]: {"weak_error_rates": {"shape_color": 0.2}}}
+    a, b = warm_start_specs(cfg)
+    assert (a.strong_skills, a.weak_skills) == (("figure_color",), ("ground_color", "shape_color"))
+    assert (b.strong_skills, b.weak_skills) == (("ground_color",), ("figure_color", "shape_color"))
+    assert a.weak_error_rates == {"shape_color": 0.2} and b.weak_error_rates == {}
+    assert a.weak_error_rate == b.weak_error_rate == 0.6  # the demo's weak skills keep the demo's rate
+    assert b.key() != demo_keys[1]  # another pool (a third skill), another base
+    toy = Path(__file__).resolve().parents[1] / "configs/science/toy.yaml"
+    for override, message in [
+        ("experiment.warm_start.contested_skills=[figure_color]", "figure_color is also an agent's strong"),
+        ("experiment.warm_start.contested_skills=shape_color", "contested_skills: must be a list"),
+        ("experiment.warm_start.weak_error_rates={shape_color: 2}", "weak_error_rates: must map skills"),
+    ]:
+        with pytest.raises(CorlError, match=message) as err:
+            load_config(toy, [override])
+        assert "\n" not in str(err.value)

@@ -153,6 +153,9 @@ SPECIAL: dict[str, list[Value]] = {
         {"system_prompt": "Answer briefly."}, why="an option every adapter takes"
     ),
     "experiment.agents": _v({"internvl": {"weak_error_rate": 0.5}}, why="one agent's own warm-start change"),
+    f"{WARM_START}.weak_error_rates": _v(
+        {"ground_color": 0.5}, why="one skill's own error rate where it is weak"
+    ),
 }
 # keys whose values only act together with another setting (by section, with the reason)
 COMPANIONS: dict[str, tuple[tuple[str, ...], str]] = {

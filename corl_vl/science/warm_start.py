@@ -65,6 +65,10 @@ class WarmStartSpec:
         weak_fraction: share of labels a weak skill gets relative to a strong one.
         weak_error_rate: share of a weak skill's labels replaced by the skill's systematic wrong answer (seeded
             per problem); needs skills with a ``mistake`` rule (``shape_color``, ``shape_sides``).
+        weak_error_rates: per-skill overrides of ``weak_error_rate`` (skill → share), e.g. one skill
+            contested at a chosen accuracy while the others keep the common rate. A rate acts where its skill is
+            weak (a strong skill's labels stay gold), so one mapping can serve a whole cohort. Left out of the
+            cache key when empty, so the bases built before the field existed keep their folders.
         labels_per_skill: labelled problems per strong skill (the synthetic ``train`` split).
         text_view: train on the problems' text rendering (the picture described in words) instead of pixels;
             off by default (corl-vl is VLM first: the problems are pictures), on only as the text ablation.
@@ -92,10 +96,13 @@ class WarmStartSpec:
     data_seed: int = 1000
     target: str = "\\boxed{{{answer}}}"
     adapter_kwargs: dict[str, Any] = field(default_factory=dict, hash=False)
+    weak_error_rates: dict[str, float] = field(default_factory=dict, hash=False)
 
     def key(self) -> str:
         """Short stable hash of the spec (plus the recipe ``VERSION``) naming the cache folder."""
         data = dataclasses.asdict(self) | {"version": VERSION}
+        if not self.weak_error_rates:  # absent → the key every spec had before the field existed
+            del data["weak_error_rates"]
         digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=list).encode()).hexdigest()[:12]
         base = Path(self.model).name if Path(self.model).is_dir() else self.model
         return f"{base}-{digest}"
@@ -112,6 +119,7 @@ def labelled_pool(spec: WarmStartSpec) -> list[Problem]:
         raise CorlError(f"warm start: weak_fraction must be in [0, 1], got {spec.weak_fraction}")
     if not 0.0 <= spec.weak_error_rate <= 1.0:
         raise CorlError(f"warm start: weak_error_rate must be in [0, 1], got {spec.weak_error_rate}")
+    check_error_rates(spec.weak_error_rates, (*spec.strong_skills, *spec.weak_skills))
     pool: list[Problem] = []
     rng = random.Random(f"corl-vl-warm-start:{spec.seed}")
     flip = random.Random(f"corl-vl-warm-start-mistakes:{spec.seed}")
@@ -123,12 +131,13 @@ def labelled_pool(spec: WarmStartSpec) -> list[Problem]:
             continue
         problems = generate_problems(n, seed=spec.data_seed, split="train", skills=[skill])
         mistake = get_skill(skill).mistake
-        if skill in spec.weak_skills and spec.weak_error_rate > 0 and mistake is None:
+        rate = spec.weak_error_rates.get(skill, spec.weak_error_rate)
+        if skill in spec.weak_skills and rate > 0 and mistake is None:
             raise CorlError(
                 f"warm start: skill {skill!r} has no systematic mistake rule (weak_error_rate > 0)"
             )
         for p in problems:
-            wrong = skill in spec.weak_skills and flip.random() < spec.weak_error_rate
+            wrong = skill in spec.weak_skills and flip.random() < rate
             answer = mistake(p.meta["params"]) if wrong and mistake is not None else p.answer
             q = to_text_problem(p) if spec.text_view else p
             pool.append(
@@ -138,6 +147,19 @@ def labelled_pool(spec: WarmStartSpec) -> list[Problem]:
             )
     rng.shuffle(pool)
     return pool
+
+
+def check_error_rates(rates: Any, skills: Sequence[str]) -> None:
+    """Refuse per-skill error rates that are not a mapping of one of ``skills`` to a share in [0, 1] (one line)."""
+    if not isinstance(rates, dict):
+        raise CorlError(f"warm start: weak_error_rates must map a skill to a share in [0, 1], got {rates!r}")
+    for skill, rate in rates.items():
+        if skill not in skills:
+            raise CorlError(
+                f"warm start: weak_error_rates names {skill!r}, which is not one of the skills {list(skills)}"
+            )
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate <= 1.0:
+            raise CorlError(f"warm start: weak_error_rates.{skill} must be a share in [0, 1], got {rate!r}")
 
 
 def _initial_adapter(spec: WarmStartSpec) -> Any:
