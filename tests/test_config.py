@@ -234,3 +234,8 @@ def test_an_agent_may_name_its_own_strong_and_weak_skills():
         )
     with pytest.raises(CorlError, match=r"experiment\.warm_start\.strong_skills"):
         config_from_dict({**base, "experiment": {"warm_start": {**sets, "strong_skills": ["figure_color"]}}})
+    for cohort_wide in ("contested_skills", "skill_sets"):  # the cohort's, not one agent's
+        with pytest.raises(CorlError, match=rf"experiment\.agents\.b\.{cohort_wide}: unknown key"):
+            config_from_dict(
+                {**base, "experiment": {"warm_start": sets, "agents": {"b": {cohort_wide: ["figure_color"]}}}}
+            )
