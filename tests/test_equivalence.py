@@ -356,3 +356,14 @@ def test_plain_words_compare_as_words_without_math_verify(monkeypatch):
     monkeypatch.setattr(mathverify_pool, "check", refuse)
     assert equivalent("top left", "Top  Left") and equivalent("purple", "PURPLE")
     assert not equivalent("top left", "left top") and not equivalent("red", "orange")
+
+
+def test_clear_caches_forgets_every_per_string_cache():
+    """benchmarks/perf/grading.py times cold comparisons with it; a renamed cache must not break it."""
+    from corl_vl.answers import numeric_eval
+    from corl_vl.answers.structures import clear_caches
+
+    assert fast_equal("2/4", "0.5") and numeric_eval.numeric_equal("\\sqrt{4}", "2")
+    assert numeric_eval._expression_value.cache_info().currsize > 0
+    clear_caches()
+    assert numeric_eval._expression_value.cache_info().currsize == 0

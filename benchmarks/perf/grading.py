@@ -158,6 +158,26 @@ class _CountCalls:
             self.calls.append((time.perf_counter() - start, gold, pred))
 
 
+def _print_disagreements(cases: list[dict], ours: list[bool], mv: list[bool], examples: int) -> None:
+    """Where our grader and math-verify differ, split by which one matched the expected verdict."""
+    differ = [(c, o, m) for c, o, m in zip(cases, ours, mv) if o != m]
+    mv_right = [d for d in differ if d[2] == d[0]["expected"]]
+    mv_wrong = [d for d in differ if d[2] != d[0]["expected"]]
+    print(
+        f"\ndisagreements: {len(differ)}  (math-verify right, ours wrong: {len(mv_right)}; "
+        f"math-verify wrong, ours right: {len(mv_wrong)})"
+    )
+    for title, rows in (
+        ("math-verify right, ours wrong", mv_right),
+        ("math-verify wrong, ours right", mv_wrong),
+    ):
+        if rows:
+            print(f"-- {title} (first {examples}):")
+        for c, o, m in rows[:examples]:
+            boxed = c["response"].rsplit("\\boxed{", 1)[1][:-3]
+            print(f"   [{c['source']}] gold={c['gold']!r} pred={boxed!r} ours={o} math-verify={m}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -231,22 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     for seconds, gold, pred in sorted(sent, reverse=True)[: args.examples]:
         print(f"   {seconds * 1000:7.1f} ms  gold={gold!r} pred={pred!r}")
 
-    differ = [(c, o, m) for c, o, m in zip(cases, ours, mv) if o != m]
-    mv_right = [d for d in differ if d[2] == d[0]["expected"]]
-    mv_wrong = [d for d in differ if d[2] != d[0]["expected"]]
-    print(
-        f"\ndisagreements: {len(differ)}  (math-verify right, ours wrong: {len(mv_right)}; "
-        f"math-verify wrong, ours right: {len(mv_wrong)})"
-    )
-    for title, rows in (
-        ("math-verify right, ours wrong", mv_right),
-        ("math-verify wrong, ours right", mv_wrong),
-    ):
-        if rows:
-            print(f"-- {title} (first {args.examples}):")
-        for c, o, m in rows[: args.examples]:
-            boxed = c["response"].rsplit("\\boxed{", 1)[1][:-3]
-            print(f"   [{c['source']}] gold={c['gold']!r} pred={boxed!r} ours={o} math-verify={m}")
+    _print_disagreements(cases, ours, mv, args.examples)
     return 0
 
 

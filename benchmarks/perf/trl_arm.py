@@ -84,6 +84,19 @@ def _config(args: argparse.Namespace) -> Any:
     )
 
 
+def _paper_shape(trainer: Any, adapter: Any, tokens: Any) -> None:
+    """The paper-shape pictures corl-vl's adapter option keeps, kept in TRL's processor too, and the forced
+    completion lengths both arms share."""
+    image_processor = getattr(trainer.processing_class, "image_processor", None)
+    if image_processor is not None:
+        image_processor.max_pixels = PAPER_MAX_PIXELS  # transformers 5 reads ``size`` (a SizeDict)
+        image_processor.size = type(image_processor.size)(
+            **{**dict(image_processor.size), "longest_edge": PAPER_MAX_PIXELS}
+        )
+    banned = list(adapter.placeholder_token_ids)
+    force_lengths(trainer.model, list(adapter.stop_token_ids), banned, tokens)
+
+
 def trl_arm(family: str, args: argparse.Namespace, proto: Any, reply: Any) -> None:
     """TRL's GRPOTrainer; steps when the driver says so (a callback blocks at each step's start), so the arms
     interleave. Never returns."""
@@ -110,14 +123,7 @@ def trl_arm(family: str, args: argparse.Namespace, proto: Any, reply: Any) -> No
         train_dataset=Dataset.from_list(_dataset_rows(family, args, adapter)),
     )
     if paper:
-        image_processor = getattr(trainer.processing_class, "image_processor", None)
-        if image_processor is not None:  # the pictures corl-vl's adapter option keeps, kept here too
-            image_processor.max_pixels = PAPER_MAX_PIXELS  # transformers 5 reads ``size`` (a SizeDict)
-            image_processor.size = type(image_processor.size)(
-                **{**dict(image_processor.size), "longest_edge": PAPER_MAX_PIXELS}
-            )
-        banned = list(adapter.placeholder_token_ids)
-        force_lengths(trainer.model, list(adapter.stop_token_ids), banned, args.tokens)
+        _paper_shape(trainer, adapter, args.tokens)
     vision, padding = VisionCounter(trainer.model), PaddingCounter(trainer.model)
     spent = {"generate": 0.0, "score": 0.0}
 

@@ -160,7 +160,6 @@ def run_base(
     from corl_vl.eval.greedy import blank_images, evaluate_checkpoint
     from corl_vl.experiment import ensure_bases, heldout_set
     from corl_vl.recipe import train
-    from corl_vl.science.diagnostics import pair_stats
     from corl_vl.science.warm_start import warm_start_record
 
     exp = cfg.experiment
@@ -179,13 +178,7 @@ def run_base(
         for a, b in zip(agents, bases)
         if blank is not None
     }
-    kappa: dict[str, Any] = {}
-    for skill in [None, *exp.skills]:
-        ids = [p.id for p in heldout if skill is None or p.meta["skill"] == skill]
-        stats = pair_stats(
-            [before[agents[0]].correct[i] for i in ids], [before[agents[1]].correct[i] for i in ids]
-        )
-        kappa[skill or "overall"] = dataclasses.asdict(stats)
+    kappa = _kappa_per_skill(before, agents, heldout, exp.skills)
     record = {
         "base_seed": base_seed,
         "warm_start": [warm_start_record(b) for b in bases],
@@ -228,6 +221,23 @@ def run_base(
             )
             del run
             save()
+
+
+def _kappa_per_skill(
+    before: dict[str, Any], agents: list[str], heldout: list[Any], skills: list[str]
+) -> dict:
+    """Cohen's κ (and the other pair statistics) between the two bases' held-out correctness, overall and per
+    skill."""
+    from corl_vl.science.diagnostics import pair_stats
+
+    kappa: dict[str, Any] = {}
+    for skill in [None, *skills]:
+        ids = [p.id for p in heldout if skill is None or p.meta["skill"] == skill]
+        stats = pair_stats(
+            [before[agents[0]].correct[i] for i in ids], [before[agents[1]].correct[i] for i in ids]
+        )
+        kappa[skill or "overall"] = dataclasses.asdict(stats)
+    return kappa
 
 
 class VisionProbe(Callback):

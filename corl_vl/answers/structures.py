@@ -396,5 +396,4 @@ def clear_caches() -> None:
         _linear_equation,
     ):
         fn.cache_clear()
-
-    numeric_eval._evaluate.cache_clear()
+    numeric_eval._expression_value.cache_clear()
