@@ -32,7 +32,6 @@ import argparse
 import copy
 import dataclasses
 import json
-import os
 import shlex
 import shutil
 import statistics
@@ -45,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.science.cohort_stats import gain, spearman, weak_skills  # noqa: E402
+from corl_vl.io import write_text_atomic  # noqa: E402
 from corl_vl.paths import configure_cache_env  # noqa: E402
 
 FIG, GROUND = ["figure_color"], ["ground_color"]
@@ -123,9 +123,7 @@ def measure_before(cfg: Any) -> dict[str, Any]:
 
 
 def write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=1))  # readers never see half a results.json
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import shlex
 import shutil
 import statistics
@@ -43,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.science.cohort_stats import gain, kept_share, weak_skills  # noqa: E402
 from corl_vl.config import apply_overrides  # noqa: E402
+from corl_vl.io import write_text_atomic  # noqa: E402
 from corl_vl.paths import configure_cache_env  # noqa: E402
 
 ARMS: dict[str, tuple[str, list[str]]] = {
@@ -63,9 +63,7 @@ WEIGHTINGS = ("uniform", "agreement", "dawid_skene")
 
 
 def write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=1))  # readers never see half a results.json
 
 
 def main(argv: list[str] | None = None) -> int:
