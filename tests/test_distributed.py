@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fork_launch import fork_launch
 from torchrun_launch import torchrun
 
 from corl_vl.errors import CorlError
@@ -79,17 +80,44 @@ def _launch(
     command: list[str] | None = None,
     output: list[str] | None = None,
 ) -> float:
-    """``torchrun`` of dist_worker.py (or of ``command``: a module and its arguments); returns seconds.
-    ``output``: a list that receives the run's whole stdout and stderr (also when it failed).
+    """dist_worker.py on ``nproc`` ranks forked from a pre-imported process (tests/fork_launch.py), or a real
+    ``torchrun`` of ``command`` (a module and its arguments); returns seconds. ``output``: a list that receives
+    the run's whole stdout and stderr (also when it failed).
 
-    A hang fails the test: on timeout the launcher's whole process group (its own session: torchrun and its
-    workers, nothing else) gets SIGTERM — each worker then prints its stack (faulthandler) — then SIGKILL.
+    A hang fails the test: the ranks (or the launcher's whole process group: its own session, torchrun and its
+    workers, nothing else) get SIGTERM — each worker then prints its stack (faulthandler) — then SIGKILL.
     """
-    target = command or [str(TESTS / "dist_worker.py"), str(out), *args]
-    cmd = torchrun(*target, nproc=nproc)
     t0 = time.perf_counter()
+    if command is None:
+        try:
+            done = fork_launch(
+                TESTS / "dist_worker.py",
+                str(out),
+                *args,
+                env=env,
+                nproc=nproc,
+                timeout=timeout,
+                logs=out.parent / f"{out.name}-logs",
+            )
+        except TimeoutError as hung:
+            pytest.fail(str(hung))
+        returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
+    else:
+        returncode, stdout, stderr = _torchrun(command, env, timeout, nproc)
+    if output is not None:
+        output += [stdout, stderr]
+    assert returncode == 0, stdout[-3000:] + stderr[-5000:]
+    return time.perf_counter() - t0
+
+
+def _torchrun(command: list[str], env: dict, timeout: float, nproc: int) -> tuple[int, str, str]:
     proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        torchrun(*command, nproc=nproc),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
@@ -101,10 +129,7 @@ def _launch(
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail(f"{nproc}-process run hung for {timeout} s:\n{stderr[-8000:]}")
-    if output is not None:
-        output += [stdout, stderr]
-    assert proc.returncode == 0, stdout[-3000:] + stderr[-5000:]
-    return time.perf_counter() - t0
+    return proc.returncode, stdout, stderr
 
 
 def _assert_metrics_match(got: list[dict], want: list[dict], agent: str) -> None:

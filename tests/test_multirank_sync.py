@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from torchrun_launch import torchrun
+from fork_launch import fork_launch
 
 TESTS = Path(__file__).resolve().parent
 
 
 @pytest.mark.distributed
 def test_each_rank_syncs_its_own_weights(tmp_path):
-    cmd = torchrun(TESTS / "sync_worker.py", str(tmp_path))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    proc = fork_launch(TESTS / "sync_worker.py", str(tmp_path), env=env, timeout=300, logs=tmp_path / "logs")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     reports = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(2)]
     # the old sync's plain save_pretrained: rank 1 wrote nothing, its engine would reload stale files

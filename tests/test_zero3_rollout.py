@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from torchrun_launch import torchrun
+from fork_launch import fork_launch
 
 TESTS = Path(__file__).resolve().parent
 
 
 @pytest.mark.distributed
 def test_zero3_gathers_for_the_hf_engine_only_and_ranks_sample_on_their_own_streams(tmp_path):
-    cmd = torchrun(TESTS / "zero3_rollout_worker.py", str(tmp_path))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    proc = fork_launch(
+        TESTS / "zero3_rollout_worker.py", str(tmp_path), env=env, timeout=600, logs=tmp_path / "logs"
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     for rank in range(2):
         seen = json.loads((tmp_path / f"rank-{rank}.json").read_text())

@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from torchrun_launch import torchrun
+from fork_launch import fork_launch
 
 TESTS = Path(__file__).resolve().parent
 
 
 @pytest.mark.distributed
 def test_zero3_tail_with_uneven_token_counts_trains_and_gathers_the_head_once(tmp_path):
-    cmd = torchrun(TESTS / "zero3_tail_worker.py", str(tmp_path))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    proc = fork_launch(
+        TESTS / "zero3_tail_worker.py", str(tmp_path), env=env, timeout=600, logs=tmp_path / "logs"
+    )
     hangs = "".join(p.read_text()[-3000:] for p in sorted(tmp_path.glob("hang-*.txt")))
     assert proc.returncode == 0, proc.stderr[-5000:] + hangs
     seen = [json.loads((tmp_path / f"rank-{rank}.json").read_text()) for rank in range(2)]

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from torchrun_launch import torchrun
+from fork_launch import fork_launch
 
 TESTS = Path(__file__).resolve().parent
 
@@ -17,9 +16,10 @@ pytestmark = [pytest.mark.vllm, pytest.mark.distributed, pytest.mark.slow]
 
 
 def test_zero3_sync_streams_one_parameter_at_a_time_and_the_engine_gets_the_trainers_weights(tmp_path):
-    cmd = torchrun(TESTS / "zero3_vllm_sync_worker.py", str(tmp_path))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    proc = fork_launch(
+        TESTS / "zero3_vllm_sync_worker.py", str(tmp_path), env=env, timeout=600, logs=tmp_path / "logs"
+    )
     # a sync that left a weight stale fails the worker (weight_checksum's CorlError)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     for rank in range(2):
