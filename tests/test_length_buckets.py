@@ -173,6 +173,34 @@ def test_scores_come_back_in_the_callers_order(text_agent, monkeypatch):
         assert torch.allclose(getattr(scored, name), getattr(today, name), atol=1e-5), name
 
 
+@pytest.mark.parametrize("model_name", ["tiny-qwen2.5-vl"])
+def test_the_no_grad_pass_scores_each_length_micro_batch_in_one_forward(model_name, monkeypatch):
+    """The scoring pass runs the update's micro-batches: a problem's 4 short rows fit the token budget of 2
+    long rows, so they are one forward and one picture; cut into chunks of ``micro_batch_size`` rows (what
+    scoring did before) they were 2 forwards, each encoding the picture again. Same scores either way."""
+    agent, view = _agent(model_name, text=False, micro_batch_size=2, max_new_tokens=300)
+    prompts = agent.encode([p.id for p in view])
+    rng = random.Random(5)
+    rows = [p for p in prompts for _ in range(K)]
+    spread = [[100, 98, 96, 94], [100, 98, 96, 94], [300, 295, 290, 285]]  # prompts of 87, 88, 107
+    completions = [[rng.randrange(20, 120) for _ in range(n)] for lengths in spread for n in lengths]
+    groups = minibatches.sharing_groups(agent.adapter, rows)
+    micro = minibatches.length_micro_batches(
+        minibatches.row_lengths(rows, completions), list(range(12)), 2, groups
+    )
+    assert micro == [[8, 9], [10, 11], [4, 5, 6, 7], [0, 1, 2, 3]]
+    agent.adapter.pop_vision_images_encoded()
+    scored = agent.score(rows, completions)
+    assert agent.adapter.pop_vision_images_encoded() == 4  # one per forward: 2 for the long problem, 1 each
+    with monkeypatch.context() as patch:
+        patch.setattr(minibatches, "length_micro_batches", _in_order)  # chunks of 2 rows in row order
+        chunked = agent.score(rows, completions)
+    assert agent.adapter.pop_vision_images_encoded() == 6
+    assert torch.equal(scored.mask, chunked.mask)
+    for name in ("logprobs", "entropy", "self_certainty"):
+        assert torch.allclose(getattr(scored, name), getattr(chunked, name), atol=1e-5), name
+
+
 def test_length_order_and_padding_arithmetic():
     lengths = [5, 9, 5, 2, 9, 1]
     micro = minibatches.length_micro_batches(lengths, [0, 1, 2, 3, 4, 5], 2)
@@ -187,8 +215,6 @@ def test_length_order_and_padding_arithmetic():
         assert padded <= minibatches.PADDING_TARGET * computed
         assert computed <= 8 * max(draw)
     assert minibatches.padding_tokens(lengths, _in_order(lengths, list(range(6)), 2)) == (15, 46)
-    order, back = minibatches.length_order([[0] * n for n in lengths], [[]] * 6, 2)
-    assert order == [1, 4, 0, 2, 3, 5] and [order[i] for i in back] == list(range(6))
     merged = minibatches.merge_updates(
         [
             {"lr": 1.0, "update/skipped": 0.0, "perf/padded_tokens": 1.0, "perf/update_tokens": 10.0},

@@ -40,7 +40,7 @@ from corl_vl.train import minibatches
 from corl_vl.train.agent_rollout import build_engine, run_rollout
 from corl_vl.train.agent_update import optimizer_step
 from corl_vl.train.backends import TorchBackend, TrainingBackend
-from corl_vl.train.batch import Batch, fit_width
+from corl_vl.train.batch import Batch, concat_rows, fit_width
 from corl_vl.train.grpo import LossSpec, importance_weights
 from corl_vl.train.lora import prepare_training
 from corl_vl.train.minibatches import batch_rows, merge_updates, mini_batches, old_rows
@@ -171,20 +171,29 @@ class Agent:
     ) -> Any:
         """No-grad logprobs and entropies of completions under the trainer (or ``model``): CompletionLogprobs."""
         weights = self.backend.inference_weights() if model is None else contextlib.nullcontext()
-        size = self.settings.grpo.micro_batch_size
-        # scored in length order (less padding, corl_vl.train.minibatches), handed back in the caller's order
-        groups = minibatches.sharing_groups(self.adapter, prompts)  # a problem's rows kept together
-        order, back = minibatches.length_order(prompts, completions, size, groups)
+        # the update's micro-batches (corl_vl.train.minibatches): one forward each, little padding, a problem's
+        # rows together (one vision pass per problem per forward); handed back in the caller's order
+        groups = minibatches.sharing_groups(self.adapter, prompts)
+        lengths = minibatches.row_lengths(prompts, completions)
+        micro = minibatches.length_micro_batches(
+            lengths, list(range(len(prompts))), self.settings.grpo.micro_batch_size, groups
+        )
         with torch.no_grad(), weights:
-            scored = self.adapter.completion_logprobs(
-                model or self.model,
-                [prompts[i] for i in order],
-                [completions[i] for i in order],
-                temperature=self.settings.grpo.temperature or 1.0,
-                micro_batch_size=size,
-                with_entropy=True,
-            )
-        return old_rows(scored, back)
+            parts = [
+                self.adapter.completion_logprobs(
+                    model or self.model,
+                    [prompts[i] for i in rows],
+                    [completions[i] for i in rows],
+                    temperature=self.settings.grpo.temperature or 1.0,
+                    micro_batch_size=max(1, len(rows)),  # one forward: its token budget bounds its size
+                    with_entropy=True,
+                )
+                for rows in micro or [[]]  # no rows: one empty call, the adapter's own empty record
+            ]
+        if not micro:
+            return parts[0]
+        order = [i for rows in micro for i in rows]
+        return old_rows(concat_rows(parts), sorted(range(len(order)), key=order.__getitem__))
 
     def update(self, batch: Batch, old: Any = None, *, group_size: int | None = None) -> dict[str, float]:
         """``grpo.updates_per_batch`` optimizer steps on ``batch``, one per mini-batch of whole groups of

@@ -48,3 +48,15 @@ def fit_width(record: Any, width: int) -> Any:
         if isinstance(value, torch.Tensor) and value.dim() == 2
     }
     return dataclasses.replace(record, **fields)
+
+
+def concat_rows(records: Sequence[Any]) -> Any:
+    """Row records (``CompletionLogprobs`` of consecutive row sets) stacked into one, 0-padded to the widest."""
+    width = max(record.mask.shape[1] for record in records)
+    padded = [fit_width(record, width) for record in records]
+    fields = {
+        name: torch.cat([vars(record)[name] for record in padded])
+        for name, value in vars(padded[0]).items()
+        if isinstance(value, torch.Tensor)
+    }
+    return dataclasses.replace(padded[0], **fields)

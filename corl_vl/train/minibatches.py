@@ -151,12 +151,3 @@ def padding_tokens(lengths: list[int], micro_batches: list[list[int]]) -> tuple[
     computed = sum(len(mb) * max(lengths[i] for i in mb) for mb in micro_batches if mb)
     real = sum(lengths[i] for mb in micro_batches for i in mb)
     return computed - real, computed
-
-
-def length_order(
-    prompts: list[Any], completions: list[list[int]], size: int, groups: Sequence[int] | None = None
-) -> tuple[list[int], list[int]]:
-    """``(order, back)``: all rows in :func:`length_micro_batches` order, and the permutation that undoes it."""
-    lengths = row_lengths(prompts, completions)
-    order = [i for mb in length_micro_batches(lengths, list(range(len(prompts))), size, groups) for i in mb]
-    return order, sorted(range(len(order)), key=order.__getitem__)
