@@ -147,3 +147,22 @@ def test_sampler_stream_is_the_shape_alone():
     keep = [0, 2, 3, 5]
     assert torch.equal(first[keep], second[keep])
     assert torch.equal(a.get_state(), b.get_state())
+
+
+def test_benchmark_forced_lengths_follow_rows_across_calls():
+    """``benchmarks/perf/shapes.force_lengths`` gives each original row its drawn length in the pruned engine
+    too (continuation calls are tagged with the rows they carry), as in one call: both vs_trl arms alike."""
+    from benchmarks.perf.shapes import draw_length, force_lengths
+
+    lengths = {}
+    for prune in (True, False):
+        adapter = create_adapter("tiny-qwen2.5")
+        torch.manual_seed(0)
+        model = adapter.load_model().eval()
+        force_lengths(model, list(adapter.stop_token_ids), [], 64)
+        engine = HFEngine(adapter, model, prune_finished=prune)
+        problems = _problems("tiny-qwen2.5", 1)
+        rollout = engine.generate(problems, k=8, temperature=1.0, max_new_tokens=64, seed=2)[0]
+        lengths[prune] = [len(c.ids) for c in rollout.completions]
+    want = [min(draw_length(0, r) + 1, 64) for r in range(8)]  # the drawn tokens, then the forced stop
+    assert lengths[True] == lengths[False] == want
