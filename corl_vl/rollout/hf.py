@@ -5,6 +5,9 @@ processors (HF's defaults and the checkpoint's ``generation_config`` — e.g. a 
 ``repetition_penalty`` — are switched off), and a last processor records each step's log-softmax only until
 the next step reveals which token was sampled. Memory stays O(rows × vocab) instead of O(steps × rows × vocab).
 
+Finished rows leave the decode batch (``hf_pruning``): ``generate`` runs in segments over a KV cache pruned to
+the unfinished rows, with the same sampled tokens as one call.
+
 Determinism: the last processor draws each token from a ``torch.Generator`` seeded per call and ``generate``
 then picks it greedily, so a rollout depends only on (weights, prompts, seed), the global RNG is never touched
 and agents may generate in concurrent threads (``train.parallel_agents``) with the same results.
