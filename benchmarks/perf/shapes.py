@@ -8,8 +8,11 @@ pictures at the tiny VLM's own processor size (224 × 224, 64 picture tokens).
 tokens, a 1,347-token prompt), K = 8, and each completion's length drawn from a long-tailed (log-normal,
 median 160) distribution clipped to 32–1,024 tokens, forced by a logits processor in front of the sampler:
 stop tokens (and image placeholders) are banned before the drawn length, the stop token is forced at it.
-The c-th ``generate`` call of a model gives its row r the length ``draw_length(c, r)``: rows are problem-major
-K at a time in both arms, so both arms train the same lengths step for step.
+The c-th generation of a model gives its row r the length ``draw_length(c, r)``: rows are problem-major
+K at a time in both arms, so both arms train the same lengths step for step. TRL generates with one ``generate``
+call; corl-vl's HF engine continues its unfinished rows in further calls once rows finish (finished rows leave
+the decode batch), tagging each call's processor list ``segment = (original row indices, tokens made before
+it)``: a continuation keeps each original row's drawn length and counts its tokens from the first call's start.
 """
 
 from __future__ import annotations
@@ -109,19 +112,27 @@ class ForcedLengths:
 
 
 def force_lengths(model: Any, stop_ids: list[int], banned: list[int], max_new_tokens: int) -> None:
-    """Make ``model.generate`` (an instance attribute wraps it) force the drawn lengths on every call."""
+    """Make ``model.generate`` (an instance attribute wraps it) force the drawn lengths on every generation."""
     from transformers import LogitsProcessorList
 
-    inner, calls = model.generate, [0]
+    inner, calls, drawn = model.generate, [0], [[]]
 
     def generate(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("max_new_tokens") == 1:  # corl-vl's shared prompt prefill (HFEngine): no completion
+        given = kwargs.get("logits_processor")
+        if (
+            kwargs.get("max_new_tokens") == 1 and given is None
+        ):  # corl-vl's shared prompt prefill: no completion
             return inner(*args, **kwargs)
         rows, width = kwargs["input_ids"].shape
-        lengths = [min(draw_length(calls[0], r), max_new_tokens) for r in range(rows)]
-        calls[0] += 1
+        segment = getattr(given, "segment", None)
+        if segment is not None and segment[1] > 0:  # corl-vl continuing its unfinished rows (see module doc)
+            lengths, start = [drawn[0][r] for r in segment[0]], width - segment[1]
+        else:
+            lengths = [min(draw_length(calls[0], r), max_new_tokens) for r in range(rows)]
+            drawn[0], start = lengths, width
+            calls[0] += 1
         processors = LogitsProcessorList(kwargs.pop("logits_processor", None) or [])
-        processors.insert(0, ForcedLengths(lengths, width, stop_ids, banned))  # before any sampler
+        processors.insert(0, ForcedLengths(lengths, start, stop_ids, banned))  # before any sampler
         return inner(*args, logits_processor=processors, **kwargs)
 
     model.generate = generate

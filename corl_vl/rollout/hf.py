@@ -5,6 +5,9 @@ processors (HF's defaults and the checkpoint's ``generation_config`` — e.g. a 
 ``repetition_penalty`` — are switched off), and a last processor records each step's log-softmax only until
 the next step reveals which token was sampled. Memory stays O(rows × vocab) instead of O(steps × rows × vocab).
 
+Finished rows leave the decode batch (``hf_pruning``): ``generate`` runs in segments over a KV cache pruned to
+the unfinished rows, with the same sampled tokens as one call.
+
 Determinism: the last processor draws each token from a ``torch.Generator`` seeded per call and ``generate``
 then picks it greedily, so a rollout depends only on (weights, prompts, seed), the global RNG is never touched
 and agents may generate in concurrent threads (``train.parallel_agents``) with the same results.
@@ -24,6 +27,7 @@ from transformers.generation.logits_process import TemperatureLogitsWarper, TopP
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.rollout.base import Completion, Rollout, cut_at_stop
+from corl_vl.rollout.hf_pruning import can_prune, segmented_generate
 from corl_vl.rollout.sizing import stream_seed
 from corl_vl.rollout.weights import engine_state_dict
 from model_adapters.scoring import weights_dtype
@@ -59,6 +63,10 @@ class _LogprobRecorder(LogitsProcessor):
         self.steps.append(self.pending.gather(-1, tokens[:, None]).squeeze(-1))
         self.pending = None
 
+    def reset(self) -> None:
+        """Forget the last call's steps (the next ``generate`` call of a segmented rollout starts afresh)."""
+        self.pending, self.steps = None, []
+
     def finish(self, generated: torch.Tensor) -> torch.Tensor:
         """``[rows, steps]`` logprobs of ``generated`` (the completion columns of ``sequences``)."""
         if self.pending is not None and len(self.steps) < generated.shape[1]:
@@ -70,14 +78,28 @@ class _LogprobRecorder(LogitsProcessor):
 
 class _SeededSampler(LogitsProcessor):
     """Samples the next token from ``softmax(scores)`` with its own generator and leaves only that token
-    possible: ``generate`` runs greedy, so no draw comes from the global RNG (which threads would share)."""
+    possible: ``generate`` runs greedy, so no draw comes from the global RNG (which threads would share).
 
-    def __init__(self, generator: torch.Generator) -> None:
+    ``rows``: when finished rows have left the batch (``hf_pruning``), the current rows' indices among the
+    call's ``total`` rows. The draw is still over all of them (the others a one-hot): torch's one-sample
+    ``multinomial`` is ``argmax(p / q)`` with ``q`` exponentials filling ``p``'s shape, so the generator
+    advances by the shape alone and each row's draw reads only its own ``q`` — the unpruned draws exactly."""
+
+    def __init__(self, generator: torch.Generator, total: int) -> None:
         self.generator = generator
+        self.total = total
+        self.rows: torch.Tensor | None = None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         probs = torch.softmax(scores.float(), dim=-1)
+        if self.rows is not None:
+            full = probs.new_zeros(self.total, probs.shape[1])
+            full[:, 0] = 1.0
+            full[self.rows.to(probs.device)] = probs
+            probs = full
         tokens = torch.multinomial(probs, 1, generator=self.generator)
+        if self.rows is not None:
+            tokens = tokens[self.rows.to(tokens.device)]
         chosen = torch.full_like(scores, -math.inf)
         return chosen.scatter_(-1, tokens, 0.0)
 
@@ -104,12 +126,22 @@ class HFEngine:
     # generates from the module it was given (the trainer's): under ZeRO-3 the caller gathers its weights
     reads_trainer_weights = True
 
-    def __init__(self, adapter: Any, model: Any, *, batch_size: int = 16, share_prompt: bool = True) -> None:
+    def __init__(
+        self,
+        adapter: Any,
+        model: Any,
+        *,
+        batch_size: int = 16,
+        share_prompt: bool = True,
+        prune_finished: bool = True,
+    ) -> None:
         self.adapter = adapter
         self.model = model
         self.batch_size = max(1, batch_size)  # completions (rows) per generate call
         # a problem's K rows of a call share one prefill of its prompt and picture (_shared_prefix)
         self.share_prompt = share_prompt
+        # finished rows leave the decode batch (hf_pruning), where the model's cache can drop rows
+        self.prune_finished = prune_finished and can_prune(model)
 
     def generate(
         self,
@@ -164,8 +196,9 @@ class HFEngine:
             processors.append(TopPLogitsWarper(top_p))
         recorder = _LogprobRecorder()
         processors.append(recorder)
-        if not greedy:
-            processors.append(_SeededSampler(torch.Generator(device).manual_seed(seed)))
+        sampler = None if greedy else _SeededSampler(torch.Generator(device).manual_seed(seed), len(rows))
+        if sampler is not None:
+            processors.append(sampler)
         stop_ids = self.adapter.stop_token_ids
         pad_id = self.adapter.pad_token_id
         was_training = model.training
@@ -173,27 +206,28 @@ class HFEngine:
         try:
             with _neutral_generation_config(model, stop_ids, pad_id):
                 shared = self._shared_prefix(rows, device) if self.share_prompt else None
-                batch = shared if shared is not None else self._inputs(rows, device)
-                out = model.generate(
-                    **batch,
-                    do_sample=False,
+                generated, logprobs = segmented_generate(
+                    model,
+                    shared if shared is not None else self._inputs(rows, device),
+                    LogitsProcessorList(processors),
+                    sampler=sampler,
+                    recorder=recorder,
+                    ends=[*stop_ids, *self.adapter.placeholder_token_ids],
                     max_new_tokens=max_new_tokens,
-                    min_new_tokens=min_new_tokens or None,
+                    min_new_tokens=min_new_tokens,
+                    prune=self.prune_finished,
+                    do_sample=False,
                     # a forced length also keeps image placeholders out (a sampled one would cut the completion)
                     suppress_tokens=self.adapter.placeholder_token_ids if min_new_tokens else None,
-                    logits_processor=LogitsProcessorList(processors),
                     eos_token_id=stop_ids,
                     pad_token_id=pad_id,
                     use_cache=True,
                 )
         finally:
             model.train(was_training)
-        sequences = out if isinstance(out, torch.Tensor) else out.sequences
-        generated = sequences[:, batch["input_ids"].shape[1] :].cpu()
-        logprobs = recorder.finish(generated.to(device))
         forbidden = self.adapter.placeholder_token_ids
         result = []
-        for row_ids, row_lp in zip(generated.tolist(), logprobs.tolist()):
+        for row_ids, row_lp in zip(generated, logprobs):
             ids, reason = cut_at_stop(row_ids, stop_ids, forbidden)
             text = self.adapter.decode(ids)
             result.append(Completion(ids=ids, text=text, logprobs=row_lp[: len(ids)], finish_reason=reason))
