@@ -27,6 +27,7 @@ from transformers.generation.logits_process import TemperatureLogitsWarper, TopP
 from corl_vl.data.problem import Problem
 from corl_vl.errors import CorlError
 from corl_vl.rollout.base import Completion, Rollout, cut_at_stop
+from corl_vl.rollout.hf_cache import growing_cache
 from corl_vl.rollout.hf_pruning import can_prune, segmented_generate
 from corl_vl.rollout.sizing import stream_seed
 from corl_vl.rollout.weights import engine_state_dict
@@ -134,6 +135,7 @@ class HFEngine:
         batch_size: int = 16,
         share_prompt: bool = True,
         prune_finished: bool = True,
+        grow_cache: bool = True,
     ) -> None:
         self.adapter = adapter
         self.model = model
@@ -142,6 +144,8 @@ class HFEngine:
         self.share_prompt = share_prompt
         # finished rows leave the decode batch (hf_pruning), where the model's cache can drop rows
         self.prune_finished = prune_finished and can_prune(model)
+        # the KV cache appends into spare room instead of copying itself every token (hf_cache)
+        self.grow_cache = grow_cache and can_prune(model)
 
     def generate(
         self,
@@ -208,7 +212,7 @@ class HFEngine:
                 shared = self._shared_prefix(rows, device) if self.share_prompt else None
                 generated, logprobs = segmented_generate(
                     model,
-                    shared if shared is not None else self._inputs(rows, device),
+                    shared if shared is not None else self._with_cache(self._inputs(rows, device)),
                     LogitsProcessorList(processors),
                     sampler=sampler,
                     recorder=recorder,
@@ -241,6 +245,10 @@ class HFEngine:
             )
         return batch
 
+    def _with_cache(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """``generate``'s inputs with a :func:`~corl_vl.rollout.hf_cache.growing_cache` where the engine uses one."""
+        return {**batch, "past_key_values": growing_cache(self.model)} if self.grow_cache else batch
+
     def _shared_prefix(self, rows: Sequence[Any], device: Any) -> dict[str, Any] | None:
         """``generate``'s inputs for ``rows`` with each distinct prompt prefilled once; None: no prompt repeats
         (or the model's cache cannot be continued), the plain path.
@@ -260,7 +268,11 @@ class HFEngine:
             return None
         prefix = {k: v[:, :-1] if k in per_row else v for k, v in distinct.items()}
         out = self.model.generate(
-            **prefix, do_sample=False, max_new_tokens=1, return_dict_in_generate=True, use_cache=True
+            **self._with_cache(prefix),
+            do_sample=False,
+            max_new_tokens=1,
+            return_dict_in_generate=True,
+            use_cache=True,
         )
         cache = out.past_key_values
         if cache is None or cache.get_seq_length() != prefix["input_ids"].shape[1]:
