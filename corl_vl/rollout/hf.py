@@ -142,10 +142,12 @@ class HFEngine:
         self.batch_size = max(1, batch_size)  # completions (rows) per generate call
         # a problem's K rows of a call share one prefill of its prompt and picture (_shared_prefix)
         self.share_prompt = share_prompt
-        # finished rows leave the decode batch (hf_pruning), where the model's cache can drop rows
-        self.prune_finished = prune_finished and can_prune(model)
+        # HF's cache for the model is plain dynamic layers: its rows can drop, its layers can grow
+        plain = can_prune(model)
+        # finished rows leave the decode batch (hf_pruning)
+        self.prune_finished = prune_finished and plain
         # the KV cache appends into spare room instead of copying itself every token (hf_cache)
-        self.grow_cache = grow_cache and can_prune(model)
+        self.grow_cache = grow_cache and plain
 
     def generate(
         self,
